@@ -1,0 +1,191 @@
+"""Fetch the JVM artifacts sparkmirror runs on, once, into a local cache.
+
+Two sets of jars come from Maven Central: Apache Kafka's broker
+(``org.apache.kafka:kafka_2.13`` and its runtime dependencies) for the local
+dev clusters, and Spark's Kafka connector (``spark-sql-kafka-0-10_2.13`` of the
+installed pyspark's version) for the pipeline. Maven resolves them; after the
+first run everything is read from the cache and no network is needed.
+
+This module must never commit downloaded files to the project tree: the cache
+lives under ``$SPARKMIRROR_CACHE`` (default ``~/.cache/sparkmirror``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparkmirror.errors import SetupError
+
+log = logging.getLogger(__name__)
+
+#: The Kafka release the dev clusters run. 4.x, KRaft only.
+KAFKA_VERSION = "4.1.1"
+SCALA_BINARY = "2.13"
+
+_DONE_MARKER = ".complete"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SPARKMIRROR_CACHE", Path.home() / ".cache" / "sparkmirror"))
+
+
+@dataclass(frozen=True)
+class ArtifactSet:
+    """A named set of Maven coordinates resolved into one folder of jars."""
+
+    name: str
+    coordinates: tuple[str, ...]
+    #: groupId:artifactId pairs not to copy (already on the runtime's classpath).
+    exclude: tuple[str, ...] = ()
+
+    @property
+    def directory(self) -> Path:
+        return cache_root() / "jars" / self.name
+
+    def is_cached(self) -> bool:
+        return (self.directory / _DONE_MARKER).exists()
+
+    def jars(self) -> list[Path]:
+        if not self.is_cached():
+            raise SetupError(
+                f"the jars of {self.name} are not in the cache {self.directory}; "
+                "run `sparkmirror setup` (needs Maven Central once)"
+            )
+        return sorted(self.directory.glob("*.jar"))
+
+
+def kafka_broker_artifacts(version: str = KAFKA_VERSION) -> ArtifactSet:
+    return ArtifactSet(
+        name=f"kafka-{version}",
+        coordinates=(
+            f"org.apache.kafka:kafka_{SCALA_BINARY}:{version}",
+            # The broker logs through SLF4J; Kafka 4 ships log4j2 as its backend.
+            "org.apache.logging.log4j:log4j-slf4j2-impl:2.24.3",
+            "org.apache.logging.log4j:log4j-core:2.24.3",
+            # log4j-slf4j2-impl binds SLF4J 2; Kafka's pom alone brings 1.7.
+            "org.slf4j:slf4j-api:2.0.16",
+        ),
+    )
+
+
+def installed_pyspark_version() -> str:
+    try:
+        import pyspark
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise SetupError("pyspark is not installed; run `make install`") from exc
+    return str(pyspark.__version__)
+
+
+def spark_kafka_artifacts(spark_version: str | None = None) -> ArtifactSet:
+    version = spark_version or installed_pyspark_version()
+    return ArtifactSet(
+        name=f"spark-sql-kafka-{version}",
+        coordinates=(f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{version}",),
+        # Spark ships most of the connector's dependencies itself
+        # (pyspark/jars); a second copy of them would only risk a conflict.
+        exclude=tuple(_pyspark_artifact_ids()),
+    )
+
+
+def _pyspark_artifact_ids() -> list[str]:
+    try:
+        import pyspark
+    except ImportError:  # pragma: no cover - depends on the environment
+        return []
+    jars = Path(pyspark.__file__).parent / "jars"
+    return sorted({"_:" + _artifact_id(j.name) for j in jars.glob("*.jar")})
+
+
+def _artifact_id(jar_name: str) -> str:
+    """``kafka-clients-3.9.0.jar`` -> ``kafka-clients``."""
+    parts = jar_name.removesuffix(".jar").split("-")
+    for i, part in enumerate(parts):
+        if i and part[:1].isdigit():
+            return "-".join(parts[:i])
+    return "-".join(parts)
+
+
+def _pom(artifacts: ArtifactSet) -> str:
+    deps = []
+    for coord in artifacts.coordinates:
+        group, artifact, version = coord.split(":")
+        deps.append(
+            "    <dependency>"
+            f"<groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+            f"<version>{version}</version></dependency>"
+        )
+    return (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0">\n'
+        "  <modelVersion>4.0.0</modelVersion>\n"
+        "  <groupId>sparkmirror.setup</groupId><artifactId>fetch</artifactId>"
+        "<version>0</version><packaging>pom</packaging>\n"
+        "  <dependencies>\n" + "\n".join(deps) + "\n  </dependencies>\n</project>\n"
+    )
+
+
+_SETTINGS = """<settings><mirrors><mirror>
+  <id>central-only</id><mirrorOf>*</mirrorOf><url>https://repo1.maven.org/maven2</url>
+</mirror></mirrors></settings>
+"""
+
+
+def fetch(artifacts: ArtifactSet, *, force: bool = False) -> Path:
+    """Resolve ``artifacts`` into its cache folder with Maven; return the folder.
+
+    A finished folder carries a marker file, so an interrupted download is
+    redone rather than used half-complete.
+    """
+    target = artifacts.directory
+    if artifacts.is_cached() and not force:
+        log.debug("jars of %s already cached in %s", artifacts.name, target)
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise SetupError("Maven (`mvn`) is needed once to fetch jars from Maven Central")
+    log.info("fetching %s from Maven Central into %s", ", ".join(artifacts.coordinates), target)
+    if target.exists():
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{artifacts.name}.", dir=target.parent))
+    try:
+        (staging / "pom.xml").write_text(_pom(artifacts))
+        # Some poms (Spark's among them) name extra repositories that are not
+        # reachable from every network; everything needed is on Central.
+        (staging / "settings.xml").write_text(_SETTINGS)
+        cmd = [
+            mvn,
+            "-B",
+            "-q",
+            "-s",
+            str(staging / "settings.xml"),
+            "-f",
+            str(staging / "pom.xml"),
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={staging / 'jars'}",
+        ]
+        if artifacts.exclude:
+            cmd.append("-DexcludeArtifactIds=" + ",".join(e.split(":")[1] for e in artifacts.exclude))
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise SetupError(
+                f"Maven could not resolve {', '.join(artifacts.coordinates)} "
+                f"(exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}"
+            )
+        (staging / "jars").rename(target)
+        (target / _DONE_MARKER).write_text("\n".join(artifacts.coordinates) + "\n")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def fetch_all() -> dict[str, Path]:
+    """Everything the demo, the tests and the pipeline need."""
+    sets = [kafka_broker_artifacts(), spark_kafka_artifacts()]
+    return {s.name: fetch(s) for s in sets}

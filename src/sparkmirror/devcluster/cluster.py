@@ -1,0 +1,361 @@
+"""Local Apache Kafka clusters for trying sparkmirror out and for its tests.
+
+Each cluster is one or more real Kafka 4.x brokers in KRaft combined mode
+(broker and controller in one JVM), run from the jars cached by
+:mod:`sparkmirror.devcluster.artifacts`, listening on loopback only. What runs
+is recorded in ``<dir>/state.json`` so that ``dev status`` and ``dev down`` work
+from another process.
+
+These clusters are for development and tests: they must never listen on
+anything but 127.0.0.1, and their heaps stay small so that two clusters and
+Spark fit on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from sparkmirror.devcluster.artifacts import kafka_broker_artifacts
+from sparkmirror.errors import DevClusterError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DIR = Path(".sparkmirror") / "dev"
+DEFAULT_BASE_PORT = 19092
+#: Ports reserved per cluster: each broker uses two (client, controller).
+PORTS_PER_CLUSTER = 10
+MAX_BROKERS = PORTS_PER_CLUSTER // 2
+BROKER_HEAP = os.environ.get("SPARKMIRROR_BROKER_HEAP", "512m")
+
+_LOG4J2 = """\
+status = error
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = ${sys:kafka.logs.dir}/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.cleaner.name = kafka.log.LogCleaner
+logger.cleaner.level = INFO
+"""
+
+
+@dataclass
+class BrokerState:
+    node_id: int
+    port: int
+    controller_port: int
+    pid: int | None = None
+    log_dir: str = ""
+
+    def is_running(self) -> bool:
+        return self.pid is not None and _pid_alive(self.pid)
+
+
+@dataclass
+class ClusterState:
+    alias: str
+    cluster_id: str
+    directory: str
+    brokers: list[BrokerState] = field(default_factory=list)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
+
+    def running_brokers(self) -> list[BrokerState]:
+        return [b for b in self.brokers if b.is_running()]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - someone else's process
+        return True
+    # A zombie child still answers kill(0); look at its state.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class DevClusters:
+    """Start, stop and describe local Kafka clusters below one directory."""
+
+    def __init__(self, directory: Path | str = DEFAULT_DIR) -> None:
+        self.directory = Path(directory).absolute()
+        self._state_file = self.directory / "state.json"
+
+    # -- state ------------------------------------------------------------
+    def _load(self) -> dict[str, ClusterState]:
+        if not self._state_file.exists():
+            return {}
+        raw = json.loads(self._state_file.read_text())
+        out = {}
+        for alias, c in raw.items():
+            brokers = [BrokerState(**b) for b in c.pop("brokers")]
+            out[alias] = ClusterState(brokers=brokers, **c)
+        return out
+
+    def _save(self, state: dict[str, ClusterState]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self._state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({a: asdict(c) for a, c in state.items()}, indent=2))
+        tmp.replace(self._state_file)
+
+    def status(self) -> dict[str, ClusterState]:
+        return self._load()
+
+    def bootstraps(self) -> dict[str, str]:
+        return {a: c.bootstrap for a, c in self._load().items() if c.running_brokers()}
+
+    # -- up -----------------------------------------------------------------
+    def up(
+        self,
+        aliases: Sequence[str] = ("A", "B"),
+        *,
+        brokers: int = 1,
+        base_port: int = DEFAULT_BASE_PORT,
+        timeout_s: float = 90.0,
+    ) -> dict[str, str]:
+        """Start the named clusters (those already running are left alone).
+
+        Returns ``{alias: bootstrap servers}`` once every cluster answers a
+        metadata request with all its brokers.
+        """
+        if not 1 <= brokers <= MAX_BROKERS:
+            raise DevClusterError(f"--brokers must be between 1 and {MAX_BROKERS}, got {brokers}")
+        jars = kafka_broker_artifacts().jars()
+        state = self._load()
+        used_slots = {_slot(c, base_port) for c in state.values()}
+        started: list[str] = []
+        for alias in aliases:
+            existing = state.get(alias)
+            if existing and existing.running_brokers():
+                log.info("cluster %s already runs at %s", alias, existing.bootstrap)
+                continue
+            if existing is None:
+                slot = next(i for i in range(100) if i not in used_slots)
+                used_slots.add(slot)
+                existing = self._new_cluster(alias, brokers, base_port + slot * PORTS_PER_CLUSTER)
+            for broker in existing.brokers:
+                broker.pid = self._start_broker(existing, broker, jars)
+            state[alias] = existing
+            started.append(alias)
+            self._save(state)
+        for alias in aliases:
+            self._wait_ready(state[alias], timeout_s)
+        return {a: state[a].bootstrap for a in aliases}
+
+    def _new_cluster(self, alias: str, brokers: int, first_port: int) -> ClusterState:
+        cdir = self.directory / alias
+        if cdir.exists():
+            shutil.rmtree(cdir)
+        cdir.mkdir(parents=True)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster = ClusterState(alias=alias, cluster_id=cluster_id, directory=str(cdir))
+        for i in range(brokers):
+            port = first_port + 2 * i
+            for p in (port, port + 1):
+                if _port_in_use(p):
+                    raise DevClusterError(
+                        f"cannot start cluster {alias}: port {p} on 127.0.0.1 is in use "
+                        f"(choose another --base-port)"
+                    )
+            cluster.brokers.append(
+                BrokerState(node_id=i + 1, port=port, controller_port=port + 1, log_dir=str(cdir / f"broker-{i + 1}"))
+            )
+        (cdir / "log4j2.properties").write_text(_LOG4J2)
+        for broker in cluster.brokers:
+            self._write_properties(cluster, broker)
+            self._format(cluster, broker)
+        return cluster
+
+    def _write_properties(self, cluster: ClusterState, broker: BrokerState) -> None:
+        n = len(cluster.brokers)
+        rf = min(3, n)
+        voters = ",".join(f"{b.node_id}@127.0.0.1:{b.controller_port}" for b in cluster.brokers)
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": broker.node_id,
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},CONTROLLER://127.0.0.1:{broker.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(Path(broker.log_dir) / "data"),
+            "num.partitions": 1,
+            # Topics are created deliberately, by the tests and by the mirror.
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": rf,
+            "offsets.topic.num.partitions": 10,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": min(2, n),
+            "transaction.state.log.num.partitions": 10,
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": min(2, n),
+            "group.initial.rebalance.delay.ms": 0,
+            "num.network.threads": 2,
+            "num.io.threads": 4,
+            "log.cleaner.backoff.ms": 1000,
+        }
+        text = "".join(f"{k}={v}\n" for k, v in props.items())
+        Path(broker.log_dir).mkdir(parents=True, exist_ok=True)
+        (Path(broker.log_dir) / "server.properties").write_text(text)
+
+    def _java(self, cluster: ClusterState, broker: BrokerState, jars: Iterable[Path], main: str) -> list[str]:
+        java = shutil.which("java")
+        if java is None:
+            raise DevClusterError("java is not on PATH; Kafka's brokers need Java 17+")
+        classpath = os.pathsep.join(str(j) for j in jars)
+        return [
+            java,
+            f"-Xms{BROKER_HEAP}",
+            f"-Xmx{BROKER_HEAP}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            f"-Dkafka.logs.dir={broker.log_dir}",
+            f"-Dlog4j2.configurationFile={Path(cluster.directory) / 'log4j2.properties'}",
+            "-cp",
+            classpath,
+            main,
+        ]
+
+    def _format(self, cluster: ClusterState, broker: BrokerState) -> None:
+        jars = kafka_broker_artifacts().jars()
+        cmd = self._java(cluster, broker, jars, "kafka.tools.StorageTool") + [
+            "format",
+            "--cluster-id",
+            cluster.cluster_id,
+            "--config",
+            str(Path(broker.log_dir) / "server.properties"),
+            "--ignore-formatted",
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise DevClusterError(
+                f"formatting broker {broker.node_id} of cluster {cluster.alias} failed:\n"
+                f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+            )
+
+    def _start_broker(self, cluster: ClusterState, broker: BrokerState, jars: list[Path]) -> int:
+        cmd = self._java(cluster, broker, jars, "kafka.Kafka") + [str(Path(broker.log_dir) / "server.properties")]
+        out = open(Path(broker.log_dir) / "stdout.log", "ab")  # noqa: SIM115 - handed to the child
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        out.close()
+        log.info("started broker %d of cluster %s (pid %d, port %d)", broker.node_id, cluster.alias, proc.pid,
+                 broker.port)
+        return proc.pid
+
+    def _wait_ready(self, cluster: ClusterState, timeout_s: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout_s
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0, "logger": logging.getLogger("sparkmirror.devcluster.librdkafka")})
+        last_error: str = ""
+        while time.monotonic() < deadline:
+            dead = [b for b in cluster.brokers if not b.is_running()]
+            if dead:
+                logfile = Path(dead[0].log_dir) / "stdout.log"
+                tail = logfile.read_text(errors="replace")[-3000:] if logfile.exists() else ""
+                raise DevClusterError(
+                    f"broker {dead[0].node_id} of cluster {cluster.alias} exited during start-up; "
+                    f"see {logfile}:\n{tail}"
+                )
+            try:
+                md = admin.list_topics(timeout=2)
+                if len(md.brokers) == len(cluster.brokers):
+                    log.info("cluster %s is ready at %s", cluster.alias, cluster.bootstrap)
+                    return
+                last_error = f"{len(md.brokers)} of {len(cluster.brokers)} brokers registered"
+            except Exception as exc:  # noqa: BLE001 - retried until the deadline
+                last_error = str(exc)
+            time.sleep(0.5)
+        raise DevClusterError(
+            f"cluster {cluster.alias} did not answer metadata requests at {cluster.bootstrap} "
+            f"within {timeout_s:.0f}s ({last_error})"
+        )
+
+    # -- down ---------------------------------------------------------------
+    def down(self, aliases: Sequence[str] | None = None, *, keep_data: bool = False, kill: bool = False,
+             timeout_s: float = 30.0) -> list[str]:
+        """Stop the named clusters (all when ``aliases`` is None).
+
+        ``kill`` sends SIGKILL at once (a crash, for failover tests);
+        ``keep_data`` keeps the cluster's logs so a later ``up`` restarts it
+        with its data.
+        """
+        state = self._load()
+        names = list(state) if aliases is None else [a for a in aliases if a in state]
+        unknown = [] if aliases is None else [a for a in aliases if a not in state]
+        if unknown:
+            raise DevClusterError(f"no dev cluster named {', '.join(unknown)} in {self.directory}")
+        for alias in names:
+            cluster = state[alias]
+            procs = [b.pid for b in cluster.brokers if b.is_running() and b.pid]
+            for pid in procs:
+                _signal_group(pid, signal.SIGKILL if kill else signal.SIGTERM)
+            deadline = time.monotonic() + timeout_s
+            while any(_pid_alive(p) for p in procs) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            for pid in procs:
+                if _pid_alive(pid):
+                    log.warning("broker pid %d of cluster %s ignored SIGTERM; killing it", pid, alias)
+                    _signal_group(pid, signal.SIGKILL)
+            for b in cluster.brokers:
+                b.pid = None
+            if keep_data:
+                state[alias] = cluster
+            else:
+                shutil.rmtree(cluster.directory, ignore_errors=True)
+                del state[alias]
+            log.info("stopped cluster %s", alias)
+        self._save(state)
+        return names
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _slot(cluster: ClusterState, base_port: int) -> int:
+    return (cluster.brokers[0].port - base_port) // PORTS_PER_CLUSTER if cluster.brokers else -1
+
+
+def _port_in_use(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+

@@ -24,7 +24,7 @@ setup: install
 demo: setup
 	$(BIN)/sparkmirror demo
 
-test: setup
+test: setup lint
 	$(BIN)/python -m pytest tests
 
 unit: install

@@ -182,7 +182,9 @@ class DevClusters:
                         f"(choose another --base-port)"
                     )
             cluster.brokers.append(
-                BrokerState(node_id=i + 1, port=port, controller_port=port + 1, log_dir=str(cdir / f"broker-{i + 1}"))
+                BrokerState(
+                    node_id=i + 1, port=port, controller_port=port + 1, log_dir=str(cdir / f"broker-{i + 1}")
+                )
             )
         (cdir / "log4j2.properties").write_text(_LOG4J2)
         for broker in cluster.brokers:
@@ -260,21 +262,34 @@ class DevClusters:
             )
 
     def _start_broker(self, cluster: ClusterState, broker: BrokerState, jars: list[Path]) -> int:
-        cmd = self._java(cluster, broker, jars, "kafka.Kafka") + [str(Path(broker.log_dir) / "server.properties")]
+        cmd = self._java(cluster, broker, jars, "kafka.Kafka") + [
+            str(Path(broker.log_dir) / "server.properties")
+        ]
         out = open(Path(broker.log_dir) / "stdout.log", "ab")  # noqa: SIM115 - handed to the child
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
         )
         out.close()
-        log.info("started broker %d of cluster %s (pid %d, port %d)", broker.node_id, cluster.alias, proc.pid,
-                 broker.port)
+        log.info(
+            "started broker %d of cluster %s (pid %d, port %d)",
+            broker.node_id,
+            cluster.alias,
+            proc.pid,
+            broker.port,
+        )
         return proc.pid
 
     def _wait_ready(self, cluster: ClusterState, timeout_s: float) -> None:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + timeout_s
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0, "logger": logging.getLogger("sparkmirror.devcluster.librdkafka")})
+        admin = AdminClient(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "log_level": 0,
+                "logger": logging.getLogger("sparkmirror.devcluster.librdkafka"),
+            }
+        )
         last_error: str = ""
         while time.monotonic() < deadline:
             dead = [b for b in cluster.brokers if not b.is_running()]
@@ -300,8 +315,14 @@ class DevClusters:
         )
 
     # -- down ---------------------------------------------------------------
-    def down(self, aliases: Sequence[str] | None = None, *, keep_data: bool = False, kill: bool = False,
-             timeout_s: float = 30.0) -> list[str]:
+    def down(
+        self,
+        aliases: Sequence[str] | None = None,
+        *,
+        keep_data: bool = False,
+        kill: bool = False,
+        timeout_s: float = 30.0,
+    ) -> list[str]:
         """Stop the named clusters (all when ``aliases`` is None).
 
         ``kill`` sends SIGKILL at once (a crash, for failover tests);
@@ -358,4 +379,3 @@ def _port_in_use(port: int) -> bool:
         except OSError:
             return True
     return False
-

@@ -1,0 +1,1 @@
+"""The `sparkmirror` command: one small module per sub-command."""

@@ -1,0 +1,65 @@
+"""Entry point: parse, configure logging once, dispatch, map errors to exit codes.
+
+Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.
+Heavy imports (pyspark, confluent-kafka) happen inside the commands.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from sparkmirror.errors import SparkMirrorError
+
+log = logging.getLogger("sparkmirror")
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except SparkMirrorError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+def _setup_logging(verbose: int) -> None:
+    level = (
+        logging.DEBUG if verbose > 1 else logging.INFO if verbose or os.environ.get("CI") else logging.INFO
+    )
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    # librdkafka and py4j are chatty at INFO.
+    for noisy in ("py4j", "sparkmirror.kafka.librdkafka", "sparkmirror.devcluster.librdkafka"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+def cli(verbose: int) -> None:
+    """sparkmirror: mirror Kafka topics between clusters on Apache Spark."""
+    _setup_logging(verbose)
+
+
+def _register() -> None:
+    from sparkmirror.cli import demo, dev, run, setup
+
+    cli.add_command(setup.setup)
+    cli.add_command(dev.dev)
+    cli.add_command(run.run)
+    cli.add_command(demo.demo)
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="sparkmirror")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""`sparkmirror run mm2.properties`: run the enabled flows until stopped."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+log = logging.getLogger(__name__)
+
+
+def parse_spark_conf(values: tuple[str, ...]) -> dict[str, str]:
+    conf = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--spark-conf")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def print_summary(runners: list[Any]) -> None:
+    from sparkmirror.kafka.inspect import topic_counts
+
+    for r in runners:
+        p = r.progress
+        lag = "unknown" if p.lag is None else f"{p.lag:,}"
+        click.echo(f"flow {p.flow}: {p.records:,} records mirrored in {p.batches} batches, lag {lag}")
+        if not r.subscribed:
+            continue
+        rows = topic_counts(r.flow, r.source_admin, r.target_admin, r.subscribed)
+        width = max(len(f"{c.source_topic} -> {c.remote_topic}") for c in rows)
+        click.echo(
+            f"  {'topic':<{width}}  partitions  records on {r.flow.source}  records on {r.flow.target}"
+        )
+        for c in rows:
+            name = f"{c.source_topic} -> {c.remote_topic}"
+            click.echo(
+                f"  {name:<{width}}  {c.partitions:>10}  {c.source_records:>12,}  {c.target_records:>12,}"
+            )
+
+
+@click.command()
+@click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--clusters", default=None, help="Run only the flows whose target is one of these aliases (A,B)."
+)
+@click.option("--once", is_flag=True, help="Mirror what the source holds now, then stop.")
+@click.option(
+    "--master", default=None, help="Spark master URL (default: sparkmirror.spark.master or local[*])."
+)
+@click.option("--spark-conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark setting (repeatable).")
+def run(
+    config: Path, clusters: str | None, once: bool, master: str | None, spark_conf: tuple[str, ...]
+) -> None:
+    """Mirror topics as configured in an MM2-format properties file."""
+    from sparkmirror.config import load_config
+    from sparkmirror.pipeline.job import Mirror
+
+    aliases = [a.strip() for a in clusters.split(",") if a.strip()] if clusters else None
+    cfg = load_config(config, clusters=aliases)
+    mirror = Mirror(cfg, once=once, master=master, spark_conf=parse_spark_conf(spark_conf))
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: finishing the batch in flight, then stopping", signal.Signals(signum).name)
+        mirror.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def on_progress(runners: list[Any]) -> None:
+        for r in runners:
+            log.info(r.report_line())
+
+    runners = mirror.run(on_progress=on_progress)
+    print_summary(runners)

@@ -1,0 +1,16 @@
+"""`sparkmirror setup`: fetch the JVM jars once (Maven Central), then offline."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.option("--force", is_flag=True, help="Fetch again even if the cache is complete.")
+def setup(force: bool) -> None:
+    """Fetch Kafka's broker jars and Spark's Kafka connector into the cache."""
+    from sparkmirror.devcluster import artifacts
+
+    for art in (artifacts.kafka_broker_artifacts(), artifacts.spark_kafka_artifacts()):
+        path = artifacts.fetch(art, force=force)
+        click.echo(f"{art.name}: {len(art.jars())} jars in {path}")

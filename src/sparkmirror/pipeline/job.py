@@ -1,0 +1,437 @@
+"""The streaming job: one Spark Structured Streaming query per enabled flow.
+
+A :class:`FlowRunner` owns one flow A->B. It makes the remote topics ready on
+the target, subscribes Spark's Kafka source to the source topics the flow
+mirrors, and hands every micro-batch to the writer. It restarts the query when
+the set of source topics changes (new topics are picked up within
+``refresh.topics.interval.seconds``) and after retriable failures; it stops the
+whole run on a terminal one (a record the target refuses for good).
+
+:class:`Mirror` runs the flows of one configuration in one Spark session and
+stops them cleanly on request.
+
+Invariants: a micro-batch is committed by Spark only when ``foreachBatch``
+returns, and it returns only after the writer saw every record acknowledged;
+a stop request never lets a batch return early.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkmirror.errors import SparkMirrorError
+from sparkmirror.kafka.clients import new_admin, producer_config
+from sparkmirror.kafka.topics import TopicSync
+from sparkmirror.pipeline.writer import (
+    INPUT_COLUMNS,
+    RESULT_SCHEMA,
+    TERMINAL_MARKER,
+    WritePlan,
+    write_arrow_batches,
+)
+
+log = logging.getLogger(__name__)
+
+# Options Spark's Kafka source manages itself and refuses from users.
+_SPARK_MANAGED = frozenset(
+    {
+        "group.id",
+        "auto.offset.reset",
+        "enable.auto.commit",
+        "key.deserializer",
+        "value.deserializer",
+        "interceptor.classes",
+    }
+)
+
+_RESTART_BACKOFF_S = (1, 2, 5, 10, 30, 60)
+
+
+class FlowFailed(SparkMirrorError):
+    """A flow stopped on an error that retrying cannot fix."""
+
+
+class _StopRequested(Exception):
+    """Raised inside foreachBatch to abandon (not commit) a batch on stop."""
+
+
+@dataclass
+class FlowProgress:
+    """What a flow has done; updated from Spark's stream thread."""
+
+    flow: str
+    records: int = 0
+    bytes: int = 0
+    batches: int = 0
+    dead_lettered: int = 0
+    lag: int | None = None
+    restarts: int = 0
+    per_topic: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _last_report: tuple[float, int] = (0.0, 0)
+
+    def add_batch(self, rows: Sequence[Any]) -> None:
+        with self._lock:
+            self.batches += 1
+            for r in rows:
+                self.records += r["records"]
+                self.bytes += r["bytes"]
+                self.dead_lettered += r["dead_lettered"]
+                self.per_topic[r["topic"]] = self.per_topic.get(r["topic"], 0) + r["records"]
+
+    def rate(self) -> float:
+        now = time.monotonic()
+        with self._lock:
+            t0, n0 = self._last_report
+            self._last_report = (now, self.records)
+        return 0.0 if t0 == 0.0 else (self.records - n0) / max(now - t0, 1e-6)
+
+
+def lag_from_progress(progress: dict[str, Any] | None) -> int | None:
+    """Records on the source not yet processed, from a StreamingQueryProgress."""
+    if not progress or not progress.get("sources"):
+        return None
+    total = 0
+    for src in progress["sources"]:
+        latest = _offsets(src.get("latestOffset"))
+        done = _offsets(src.get("endOffset"))
+        if latest is None or done is None:
+            return None
+        for topic, parts in latest.items():
+            for p, off in parts.items():
+                total += max(0, int(off) - int(done.get(topic, {}).get(p, 0)))
+    return total
+
+
+def _offsets(raw: Any) -> dict[str, dict[str, int]] | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    return raw if isinstance(raw, dict) else None
+
+
+def terminal_message(error_text: str) -> str | None:
+    """Our terminal error's own sentence out of a Spark/Py4J error dump."""
+    idx = error_text.find(TERMINAL_MARKER)
+    if idx < 0:
+        return None
+    line = error_text[idx + len(TERMINAL_MARKER) :].splitlines()[0]
+    return line.strip()
+
+
+class FlowRunner:
+    """Runs one flow as a Spark streaming query and supervises it."""
+
+    def __init__(self, spark: Any, flow: Any, *, once: bool = False) -> None:
+        self.spark = spark
+        self.flow = flow
+        self.once = once
+        self.progress = FlowProgress(flow.name)
+        self.source_admin = new_admin(flow.source_admin_props(reveal_secrets=True))
+        self.target_admin = new_admin(flow.target_admin_props(reveal_secrets=True))
+        self.topics = TopicSync(flow, self.source_admin, self.target_admin)
+        self.plan = WritePlan(
+            flow=flow.name,
+            source_alias=flow.source,
+            policy=flow.policy,
+            producer_config=producer_config(flow.target_producer_props(reveal_secrets=True)),
+            errors_tolerance=flow.errors_tolerance,
+            dead_letter_topic=flow.dead_letter_topic,
+        )
+        self.query: Any = None
+        self.subscribed: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._next_refresh = 0.0
+        self._next_config_sync = 0.0
+        self._restart_at: float | None = None
+        self._failures = 0
+        self.finished = False
+
+    @property
+    def checkpoint_dir(self) -> str:
+        base = Path(self.flow.spark.checkpoint_location)
+        return str((base / f"{self.flow.source}-to-{self.flow.target}").absolute())
+
+    # -- lifecycle ----------------------------------------------------------
+    def start(self) -> None:
+        topics = self.topics.source_topics()
+        self._ready_target(topics, configs=self.flow.sync_topic_configs_enabled)
+        self._start_query(topics)
+        now = time.monotonic()
+        self._next_refresh = now + self.flow.refresh_topics_interval_seconds
+        self._next_config_sync = now + self.flow.sync_topic_configs_interval_seconds
+
+    def _ready_target(self, topics: dict[str, int], *, configs: bool) -> None:
+        if self.flow.errors_tolerance == "all" and self.flow.dead_letter_topic:
+            self._ensure_dead_letter_topic()
+        self.topics.sync(topics, configs=configs)
+
+    def _ensure_dead_letter_topic(self) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        name = self.flow.dead_letter_topic
+        if name in self.target_admin.list_topics(timeout=30).topics:
+            return
+        futures = self.target_admin.create_topics(
+            [NewTopic(name, num_partitions=1, replication_factor=int(self.flow.replication_factor))]
+        )
+        for fut in futures.values():
+            try:
+                fut.result()
+            except Exception as exc:  # noqa: BLE001
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise FlowFailed(
+                        f"flow={self.flow.name} cannot create dead-letter topic {name}: {exc}"
+                    ) from None
+        log.info("flow=%s created dead-letter topic %s", self.flow.name, name)
+
+    def _start_query(self, topics: dict[str, int]) -> None:
+        self.subscribed = dict(topics)
+        if not topics:
+            log.info(
+                "flow=%s no source topic matches yet; looking again in %ss",
+                self.flow.name,
+                self.flow.refresh_topics_interval_seconds,
+            )
+            if self.once:
+                self.finished = True
+            return
+        reader = self.spark.readStream.format("kafka")
+        for k, v in self.flow.source_consumer_props(reveal_secrets=True).items():
+            if k not in _SPARK_MANAGED:
+                reader = reader.option(f"kafka.{k}", v)
+        reader = (
+            reader.option("subscribe", ",".join(topics))
+            .option("startingOffsets", "earliest")
+            .option("includeHeaders", "true")
+            .option("kafka.isolation.level", "read_committed")
+            # Offsets deleted on the source before they were mirrored stop
+            # the flow rather than being skipped silently.
+            .option("failOnDataLoss", "true")
+        )
+        if self.flow.spark.batch_max_records:
+            reader = reader.option("maxOffsetsPerTrigger", str(self.flow.spark.batch_max_records))
+        df = reader.load()
+        writer = (
+            df.writeStream.queryName(f"sparkmirror {self.flow.name}")
+            .option("checkpointLocation", self.checkpoint_dir)
+            .foreachBatch(self._make_batch_fn())
+        )
+        if self.once:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{self.flow.spark.trigger_interval_ms} milliseconds")
+        self.query = writer.start()
+        log.info(
+            "flow=%s mirroring %d topics (%s) into %s",
+            self.flow.name,
+            len(topics),
+            ", ".join(topics),
+            ", ".join(self.topics.remote_name(t) for t in topics),
+        )
+
+    def _make_batch_fn(self) -> Callable[[Any, int], None]:
+        plan = self.plan
+        stop = self._stop
+
+        def write(batches: Iterator[Any]) -> Iterator[Any]:
+            return write_arrow_batches(batches, plan)
+
+        def process(batch_df: Any, batch_id: int) -> None:
+            if stop.is_set():
+                raise _StopRequested(f"flow={plan.flow} batch {batch_id} abandoned: stop requested")
+            self._ensure_partitions()
+            rows = batch_df.selectExpr(*INPUT_COLUMNS).mapInArrow(write, RESULT_SCHEMA).collect()
+            self.progress.add_batch([r.asDict() for r in rows])
+            self._failures = 0
+
+        return process
+
+    def _ensure_partitions(self) -> None:
+        """Grow remote topics before a batch that may hold new source partitions.
+
+        Spark plans a batch before calling foreachBatch, so every partition in
+        it exists on the source by now; one metadata request tells them all.
+        """
+        md = self.source_admin.list_topics(timeout=30).topics
+        current = {t: len(md[t].partitions) for t in self.subscribed if t in md and md[t].error is None}
+        grown = {t: n for t, n in current.items() if n > self.subscribed.get(t, 0)}
+        if grown:
+            self.topics.sync(grown, configs=False)
+            self.subscribed.update(grown)
+
+    # -- supervision --------------------------------------------------------
+    def poll(self) -> None:
+        """Called periodically from the main thread; raises FlowFailed."""
+        now = time.monotonic()
+        if self._restart_at is not None:
+            if now >= self._restart_at and not self._stop.is_set():
+                self._restart_at = None
+                self.progress.restarts += 1
+                self.start()
+            return
+        if self.query is None:
+            if not self.once and now >= self._next_refresh:
+                self._next_refresh = now + self.flow.refresh_topics_interval_seconds
+                topics = self.topics.source_topics()
+                if topics:
+                    self._ready_target(topics, configs=self.flow.sync_topic_configs_enabled)
+                    self._start_query(topics)
+            return
+        if not self.query.isActive:
+            self._on_query_end()
+            return
+        self.progress.lag = lag_from_progress(self.query.lastProgress)
+        if self.once:
+            return
+        if self.flow.refresh_topics_enabled and now >= self._next_refresh:
+            self._next_refresh = now + self.flow.refresh_topics_interval_seconds
+            self._refresh_topics()
+        if self.flow.sync_topic_configs_enabled and now >= self._next_config_sync:
+            self._next_config_sync = now + self.flow.sync_topic_configs_interval_seconds
+            self.topics.sync(self.subscribed, configs=True)
+
+    def _refresh_topics(self) -> None:
+        topics = self.topics.source_topics()
+        if set(topics) == set(self.subscribed):
+            return
+        added = sorted(set(topics) - set(self.subscribed))
+        removed = sorted(set(self.subscribed) - set(topics))
+        log.info(
+            "flow=%s source topics changed (added: %s; removed: %s); restarting the query",
+            self.flow.name,
+            ", ".join(added) or "-",
+            ", ".join(removed) or "-",
+        )
+        self._ready_target(topics, configs=self.flow.sync_topic_configs_enabled)
+        self._stop_query()
+        self._start_query(topics)
+
+    def _on_query_end(self) -> None:
+        exc = self.query.exception()
+        self.progress.lag = lag_from_progress(self.query.lastProgress)
+        self.query = None
+        if exc is None:
+            self.finished = True
+            return
+        text = str(exc)
+        if self._stop.is_set() and "_StopRequested" in text:
+            self.finished = True
+            return
+        terminal = terminal_message(text)
+        if terminal is not None:
+            raise FlowFailed(terminal)
+        self._failures += 1
+        delay = _RESTART_BACKOFF_S[min(self._failures - 1, len(_RESTART_BACKOFF_S) - 1)]
+        log.warning(
+            "flow=%s query failed (%s); replaying from the last committed batch in %ds",
+            self.flow.name,
+            _first_line(text),
+            delay,
+        )
+        self._restart_at = time.monotonic() + delay
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop after the batch in flight (if any) has finished or timed out."""
+        self._stop.set()
+        self._stop_query(timeout_s)
+
+    def _stop_query(self, timeout_s: float = 30.0) -> None:
+        q = self.query
+        if q is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        try:
+            q.stop()
+        except Exception as exc:  # noqa: BLE001 - stopping a query that just failed
+            log.debug("flow=%s stopping query: %s", self.flow.name, exc)
+        self.query = None
+
+    def report_line(self) -> str:
+        p = self.progress
+        lag = "?" if p.lag is None else f"{p.lag:,}"
+        extra = f" dead-lettered={p.dead_lettered:,}" if p.dead_lettered else ""
+        return (
+            f"flow={p.flow} records={p.records:,} rate={p.rate():,.0f}/s lag={lag} batches={p.batches}{extra}"
+        )
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Traceback", "File ")):
+            return re.sub(r"\s+", " ", line)[:300]
+    return text[:300]
+
+
+class Mirror:
+    """All enabled flows of one configuration, in one Spark session."""
+
+    def __init__(
+        self,
+        config: Any,
+        *,
+        once: bool = False,
+        master: str | None = None,
+        spark_conf: dict[str, str] | None = None,
+    ) -> None:
+        if not config.flows:
+            raise FlowFailed("no enabled flow to run (set e.g. A->B.enabled = true)")
+        self.config = config
+        self.once = once
+        first = config.flows[0].spark
+        self.master = master or first.master
+        self.spark_conf = {**first.spark_conf(reveal_secrets=True), **(spark_conf or {})}
+        self._stop = threading.Event()
+        self.runners: list[FlowRunner] = []
+        self.spark: Any = None
+
+    def request_stop(self) -> None:
+        self._stop.set()
+        for r in self.runners:
+            r.request_stop()
+
+    def run(self, *, on_progress: Callable[[list[FlowRunner]], None] | None = None) -> list[FlowRunner]:
+        from sparkmirror.pipeline.session import build_session
+
+        self.spark = build_session(self.master, self.spark_conf)
+        interval = min(f.spark.progress_interval_seconds for f in self.config.flows)
+        try:
+            for flow in self.config.flows:
+                mode = "at-least-once"
+                log.info("flow=%s mode=%s", flow.name, mode)
+                runner = FlowRunner(self.spark, flow, once=self.once)
+                self.runners.append(runner)
+                runner.start()
+            next_report = time.monotonic() + interval
+            while not self._stop.is_set():
+                for r in self.runners:
+                    r.poll()
+                if self.once and all(r.finished for r in self.runners):
+                    break
+                if time.monotonic() >= next_report:
+                    next_report = time.monotonic() + interval
+                    if on_progress:
+                        on_progress(self.runners)
+                self._stop.wait(0.5)
+        finally:
+            for r in self.runners:
+                r.stop()
+        return self.runners

@@ -1,0 +1,80 @@
+"""The Spark session the pipeline runs in.
+
+Embedded by default (``local[*]`` inside the ``sparkmirror run`` process); on a
+Spark cluster when a master URL is given, in which case what the executors
+need (Spark's Kafka connector jars, the sparkmirror package, the Python that
+has confluent-kafka) is shipped or named here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sparkmirror.devcluster.artifacts import spark_kafka_artifacts
+
+log = logging.getLogger(__name__)
+
+#: Defaults chosen for a mirror, not an analytics job; each can be overridden
+#: with ``sparkmirror.spark.conf.<key>``.
+SPARK_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+    "spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "false",
+    # Spark's own retry of a failed writer task replays the same offset
+    # range; the producer is idempotent, so retries cost duplicates at most.
+    "spark.task.maxFailures": "4",
+    "spark.driver.memory": "1g",
+    "spark.executor.memory": "1g",
+    "spark.sql.streaming.stopTimeout": "30000",
+    "spark.python.worker.reuse": "true",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmirror") -> Any:
+    from pyspark.sql import SparkSession
+
+    jars = [str(j) for j in spark_kafka_artifacts().jars()]
+    settings = dict(SPARK_DEFAULTS)
+    if master.startswith("local"):
+        # local[N,F]: F task attempts, as spark.task.maxFailures elsewhere.
+        if "," not in master and master.startswith("local["):
+            master = master[:-1] + f",{settings['spark.task.maxFailures']}]"
+    settings.update(conf)
+    settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars", ""), *jars]))
+    # Executors must run a Python that has confluent-kafka and pyarrow.
+    settings.setdefault("spark.pyspark.python", sys.executable)
+    settings.setdefault("spark.pyspark.driver.python", sys.executable)
+    # Dev and test set-ups live on loopback; a real cluster sets its own.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("SPARKMIRROR_SPARK_LOG_LEVEL", "WARN"))
+    if not master.startswith("local"):
+        spark.sparkContext.addPyFile(str(_package_zip()))
+    log.info("Spark %s session on %s", spark.version, master)
+    return spark
+
+
+def _package_zip() -> Path:
+    """Zip the sparkmirror package so executors elsewhere can import it."""
+    import sparkmirror
+
+    root = Path(sparkmirror.__file__).parent
+    out = Path(tempfile.mkdtemp(prefix="sparkmirror-py.")) / "sparkmirror.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for f in root.rglob("*.py"):
+            zf.write(f, Path("sparkmirror") / f.relative_to(root))
+    return out

@@ -1,0 +1,405 @@
+"""The writer: runs inside Spark's executors and produces records to the target.
+
+Spark's Kafka source hands each task one source partition's offset range, in
+offset order, as Arrow batches. The writer produces every record to the same
+partition of the remote topic with its key, value, headers and timestamp, then
+waits until the target has acknowledged every one of them. Only then does the
+task return, and only when every task of the micro-batch has returned does
+Spark commit the batch's source offsets: that is the "no data loss" rule.
+
+What it must never do: return normally while a record of its range is neither
+acknowledged by the target nor (with ``errors.tolerance=all``) written to the
+dead-letter topic. Any other outcome raises, the micro-batch fails and is
+replayed from the last committed offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkmirror.errors import SparkMirrorError
+
+log = logging.getLogger(__name__)
+
+#: Columns the job selects from Spark's Kafka source, in this order.
+INPUT_COLUMNS = (
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "unix_millis(timestamp) AS timestamp_ms",
+    "headers",
+)
+
+#: One row per (task, source partition): what the task wrote.
+RESULT_SCHEMA = (
+    "topic string, partition int, records long, bytes long, "
+    "first_offset long, last_offset long, first_target_offset long, last_target_offset long, "
+    "dead_lettered long, max_timestamp_ms long"
+)
+
+#: Marker the driver looks for in a failed batch's error text.
+TERMINAL_MARKER = "[sparkmirror:terminal]"
+
+# librdkafka error names that reject one record for good: retrying the same
+# record cannot succeed. Everything else fails the batch, which is replayed.
+_RECORD_ERRORS = frozenset(
+    {
+        "MSG_SIZE_TOO_LARGE",
+        "_MSG_SIZE_TOO_LARGE",
+        "RECORD_LIST_TOO_LARGE",
+        "INVALID_RECORD",
+        "INVALID_TIMESTAMP",
+        "CORRUPT_MESSAGE",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        "POLICY_VIOLATION",
+    }
+)
+_AUTHORIZATION = frozenset({"TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"})
+
+# Kafka Connect's dead-letter header names, so existing tooling reads them.
+DLQ_HEADER_PREFIX = "__connect.errors."
+
+
+class WriteError(SparkMirrorError):
+    """A record could not be written; names topic, partition and offset."""
+
+    def __init__(self, message: str, *, terminal: bool) -> None:
+        super().__init__((TERMINAL_MARKER + " " if terminal else "") + message)
+        self.retriable = not terminal
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        msg = self.args[0].removeprefix(TERMINAL_MARKER + " ")
+        return (_rebuild_write_error, (msg, not self.retriable))
+
+
+def _rebuild_write_error(message: str, terminal: bool) -> WriteError:
+    return WriteError(message, terminal=terminal)
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """Everything a task needs; pickled to the executors with the function.
+
+    ``producer_config`` holds credentials: it is never logged or printed.
+    """
+
+    flow: str
+    source_alias: str
+    policy: Any
+    producer_config: dict[str, str] = field(repr=False)
+    errors_tolerance: str = "none"
+    dead_letter_topic: str = ""
+    flush_timeout_s: float = 300.0
+
+    def remote_topic(self, topic: str) -> str:
+        return str(self.policy.format_remote_topic(self.source_alias, topic))
+
+
+# Producers are reused across tasks in the same Python worker (Spark reuses
+# workers), which saves a connection set-up per task and partition.
+_PRODUCERS: dict[tuple[str, ...], Any] = {}
+_PRODUCERS_LOCK = threading.Lock()
+
+
+def _producer(plan: WritePlan) -> Any:
+    from confluent_kafka import Producer
+
+    key = (plan.flow, str(os.getpid()), *sorted(f"{k}={v}" for k, v in plan.producer_config.items()))
+    with _PRODUCERS_LOCK:
+        p = _PRODUCERS.get(key)
+        if p is None:
+            conf = dict(plan.producer_config)
+            conf.setdefault("client.id", f"sparkmirror-{plan.flow}")
+            p = Producer(conf)
+            _PRODUCERS[key] = p
+        return p
+
+
+def _discard_producer(producer: Any) -> None:
+    with _PRODUCERS_LOCK:
+        for k, v in list(_PRODUCERS.items()):
+            if v is producer:
+                del _PRODUCERS[k]
+
+
+class _PartitionWrite:
+    """Bookkeeping for one source partition within one task."""
+
+    __slots__ = (
+        "topic",
+        "remote",
+        "partition",
+        "records",
+        "bytes",
+        "first_offset",
+        "last_offset",
+        "pending",
+        "first_target",
+        "last_target",
+        "failure",
+        "record_failures",
+        "dead_lettered",
+        "max_ts",
+    )
+
+    def __init__(self, topic: str, remote: str, partition: int) -> None:
+        self.topic = topic
+        self.remote = remote
+        self.partition = partition
+        self.records = 0
+        self.bytes = 0
+        self.first_offset = -1
+        self.last_offset = -1
+        self.pending = 0
+        self.first_target = -1
+        self.last_target = -1
+        self.failure: tuple[int, str, str] | None = None
+        self.record_failures: list[tuple[int, Any, str]] = []
+        self.dead_lettered = 0
+        self.max_ts = -1
+
+    def delivered(self, upstream: int, record: Any, err: Any, msg: Any) -> None:
+        self.pending -= 1
+        if err is None:
+            off = msg.offset()
+            if self.first_target < 0 or off < self.first_target:
+                self.first_target = off
+            if off > self.last_target:
+                self.last_target = off
+            return
+        name = err.name()
+        if name in _RECORD_ERRORS:
+            self.record_failures.append((upstream, record, f"{name}: {err.str()}"))
+        elif self.failure is None or upstream < self.failure[0]:
+            self.failure = (upstream, name, err.str())
+
+
+def write_arrow_batches(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any]:
+    """mapInArrow body: produce every row, wait for every ack, yield stats."""
+    import pyarrow as pa
+
+    producer = _producer(plan)
+    parts: dict[tuple[str, int], _PartitionWrite] = {}
+    try:
+        for batch in batches:
+            _produce_batch(producer, batch, plan, parts)
+        _flush(producer, plan, parts)
+        _settle_record_failures(producer, plan, parts)
+    except BaseException:
+        # A producer that failed mid-way may hold undelivered records for the
+        # replayed batch to duplicate needlessly; start the retry afresh.
+        _discard_producer(producer)
+        raise
+    rows = [
+        {
+            "topic": w.topic,
+            "partition": w.partition,
+            "records": w.records,
+            "bytes": w.bytes,
+            "first_offset": w.first_offset,
+            "last_offset": w.last_offset,
+            "first_target_offset": w.first_target,
+            "last_target_offset": w.last_target,
+            "dead_lettered": w.dead_lettered,
+            "max_timestamp_ms": w.max_ts,
+        }
+        for w in parts.values()
+    ]
+    if rows:
+        yield pa.RecordBatch.from_pylist(rows, schema=_result_arrow_schema())
+
+
+def _result_arrow_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("records", pa.int64()),
+            ("bytes", pa.int64()),
+            ("first_offset", pa.int64()),
+            ("last_offset", pa.int64()),
+            ("first_target_offset", pa.int64()),
+            ("last_target_offset", pa.int64()),
+            ("dead_lettered", pa.int64()),
+            ("max_timestamp_ms", pa.int64()),
+        ]
+    )
+
+
+def _produce_batch(
+    producer: Any, batch: Any, plan: WritePlan, parts: dict[tuple[str, int], _PartitionWrite]
+) -> None:
+    n = batch.num_rows
+    if n == 0:
+        return
+    keys = batch.column(0).to_pylist()
+    values = batch.column(1).to_pylist()
+    topics = batch.column(2).to_pylist()
+    partitions = batch.column(3).to_pylist()
+    offsets = batch.column(4).to_pylist()
+    stamps = batch.column(5).to_pylist()
+    headers = batch.column(6).to_pylist()
+    produce = producer.produce
+    poll = producer.poll
+    current: _PartitionWrite | None = None
+    for i in range(n):
+        topic = topics[i]
+        partition = partitions[i]
+        if current is None or current.topic != topic or current.partition != partition:
+            current = parts.get((topic, partition))
+            if current is None:
+                current = _PartitionWrite(topic, plan.remote_topic(topic), partition)
+                parts[(topic, partition)] = current
+                current.first_offset = offsets[i]
+        upstream = offsets[i]
+        key = keys[i]
+        value = values[i]
+        hdrs = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else None
+        ts = stamps[i]
+        w = current
+
+        def on_delivery(
+            err: Any,
+            msg: Any,
+            _u: int = upstream,
+            _w: _PartitionWrite = w,
+            _r: tuple[Any, Any, Any, Any] = (key, value, hdrs, ts),
+        ) -> None:
+            _w.delivered(_u, _r, err, msg)
+
+        while True:
+            try:
+                produce(
+                    w.remote,
+                    value=value,
+                    key=key,
+                    partition=partition,
+                    timestamp=ts or 0,
+                    headers=hdrs,
+                    on_delivery=on_delivery,
+                )
+                break
+            except BufferError:
+                poll(0.05)  # local queue full: let deliveries drain
+            except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
+                err = exc.args[0] if exc.args else None
+                name = err.name() if hasattr(err, "name") else type(exc).__name__
+                if name in _RECORD_ERRORS:
+                    w.record_failures.append((upstream, (key, value, hdrs, ts), f"{name}: {exc}"))
+                    w.pending -= 1  # balanced below
+                    break
+                raise WriteError(
+                    f"flow={plan.flow} {topic}[{partition}] offset={upstream}: cannot produce to "
+                    f"{w.remote}[{partition}]: {exc}",
+                    terminal=False,
+                ) from None
+        w.pending += 1
+        w.records += 1
+        w.bytes += (len(key) if key else 0) + (len(value) if value else 0)
+        w.last_offset = upstream
+        if ts is not None and ts > w.max_ts:
+            w.max_ts = ts
+        if (i & 1023) == 0:
+            poll(0)
+
+
+def _flush(producer: Any, plan: WritePlan, parts: dict[tuple[str, int], _PartitionWrite]) -> None:
+    deadline = time.monotonic() + plan.flush_timeout_s
+    while True:
+        remaining = producer.flush(1.0)
+        if remaining == 0 and all(w.pending <= 0 for w in parts.values()):
+            break
+        if time.monotonic() > deadline:
+            raise WriteError(
+                f"flow={plan.flow}: {remaining} records not acknowledged by the target within "
+                f"{plan.flush_timeout_s:.0f}s",
+                terminal=False,
+            )
+    for w in parts.values():
+        if w.failure is not None:
+            upstream, name, text = w.failure
+            raise WriteError(
+                f"flow={plan.flow} {w.topic}[{w.partition}] offset={upstream}: delivery to "
+                f"{w.remote}[{w.partition}] failed ({name}: {text}); the batch will be replayed",
+                terminal=False,
+            )
+
+
+def _settle_record_failures(
+    producer: Any, plan: WritePlan, parts: dict[tuple[str, int], _PartitionWrite]
+) -> None:
+    """Records the target refused for good: stop, or dead-letter them."""
+    failures = [(w, f) for w in parts.values() for f in sorted(w.record_failures, key=lambda f: f[0])]
+    if not failures:
+        return
+    if plan.errors_tolerance != "all":
+        w, (upstream, _record, reason) = failures[0]
+        hint = (
+            "check the principal's ACLs on the target"
+            if any(a in reason for a in _AUTHORIZATION)
+            else "raise the target's max.message.bytes / the producer's max.request.size, "
+            "or set errors.tolerance=all to send such records to the dead-letter topic"
+        )
+        raise WriteError(
+            f"flow={plan.flow} {w.topic}[{w.partition}] offset={upstream}: the target refused the record "
+            f"for {w.remote}[{w.partition}] ({reason}); {hint}",
+            terminal=True,
+        )
+    dlq_errors: list[str] = []
+    for w, (upstream, record, reason) in failures:
+        key, value, hdrs, ts = record
+        meta = [
+            (DLQ_HEADER_PREFIX + "topic", w.topic.encode()),
+            (DLQ_HEADER_PREFIX + "partition", str(w.partition).encode()),
+            (DLQ_HEADER_PREFIX + "offset", str(upstream).encode()),
+            (DLQ_HEADER_PREFIX + "exception.message", reason.encode()),
+            (DLQ_HEADER_PREFIX + "remote.topic", w.remote.encode()),
+        ]
+        dl_value = value
+        if "SIZE_TOO_LARGE" in reason or "LIST_TOO_LARGE" in reason:
+            # The value itself is what the target refused; keep its size and
+            # where to find it on the source instead.
+            dl_value = None
+            meta.append((DLQ_HEADER_PREFIX + "value.omitted.bytes", str(len(value or b"")).encode()))
+
+        def on_dl(err: Any, _msg: Any, _u: int = upstream, _w: _PartitionWrite = w) -> None:
+            if err is not None:
+                dlq_errors.append(f"{_w.topic}[{_w.partition}] offset={_u}: {err.str()}")
+
+        producer.produce(
+            plan.dead_letter_topic,
+            value=dl_value,
+            key=key,
+            timestamp=ts or 0,
+            headers=(hdrs or []) + meta,
+            on_delivery=on_dl,
+        )
+        w.dead_lettered += 1
+        log.warning(
+            "flow=%s %s[%d] offset=%d sent to dead-letter topic %s: %s",
+            plan.flow,
+            w.topic,
+            w.partition,
+            upstream,
+            plan.dead_letter_topic,
+            reason,
+        )
+    remaining = producer.flush(plan.flush_timeout_s)
+    if remaining or dlq_errors:
+        raise WriteError(
+            f"flow={plan.flow}: could not write to dead-letter topic {plan.dead_letter_topic}: "
+            + ("; ".join(dlq_errors[:3]) or f"{remaining} records unacknowledged"),
+            terminal=False,
+        )

@@ -1,0 +1,89 @@
+"""Session-wide fixtures: real Kafka clusters A and B, started once.
+
+Set SOURCE_BOOTSTRAP and TARGET_BOOTSTRAP to use clusters that already run;
+otherwise the project's own dev-cluster code starts two on loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def _free_base_port(span: int = 40) -> int:
+    for _ in range(200):
+        base = random.randrange(20000, 40000, 10)
+        ok = True
+        for port in range(base, base + span):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free port range on 127.0.0.1")
+
+
+@pytest.fixture(scope="session")
+def dev_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from sparkmirror.devcluster.cluster import DevClusters
+
+    clusters = DevClusters(tmp_path_factory.mktemp("devclusters"))
+    yield clusters
+    clusters.down()
+
+
+@pytest.fixture(scope="session")
+def bootstraps(dev_clusters: object) -> dict[str, str]:
+    """{"A": ..., "B": ...}: the source and target clusters."""
+    src, tgt = os.environ.get("SOURCE_BOOTSTRAP"), os.environ.get("TARGET_BOOTSTRAP")
+    if src and tgt:
+        return {"A": src, "B": tgt}
+    return dev_clusters.up(["A", "B"], base_port=_free_base_port())  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One embedded Spark session for in-process integration tests."""
+    from sparkmirror.pipeline.session import build_session
+
+    session = build_session("local[2]", {})
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def checkpoints(tmp_path: Path) -> Path:
+    return tmp_path / "checkpoints"
+
+
+_TIERS = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """A run of the whole suite must collect tests in every tier.
+
+    pytest already fails on "no tests collected"; this also fails when a tier
+    silently loses its tests (a broken import path, a renamed folder).
+    """
+    root = Path(__file__).parent
+    args = [Path(a.split("::")[0]).absolute() for a in config.args]
+    if not any(a == root for a in args):
+        return
+    counts = {t: 0 for t in _TIERS}
+    for item in items:
+        rel = Path(str(item.path)).relative_to(root)
+        if rel.parts and rel.parts[0] in counts:
+            counts[rel.parts[0]] += 1
+    empty = [t for t, n in counts.items() if n == 0]
+    if empty:
+        raise pytest.UsageError(f"no tests collected in tests/{', tests/'.join(empty)}")

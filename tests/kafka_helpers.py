@@ -1,0 +1,162 @@
+"""Test helpers that talk to real clusters: unique names, produce, read back, run the CLI.
+
+Nothing here mocks Kafka; every helper works against real brokers.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topics(bootstrap: str, topics: Mapping[str, int], config: Mapping[str, str] | None = None) -> None:
+    futures = admin(bootstrap).create_topics(
+        [
+            NewTopic(t, num_partitions=n, replication_factor=-1, config=dict(config or {}))
+            for t, n in topics.items()
+        ],
+        operation_timeout=30,
+    )
+    for f in futures.values():
+        f.result()
+
+
+@dataclass(frozen=True)
+class Rec:
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+
+def produce(bootstrap: str, topic: str, partition: int, records: Iterable[Rec], **conf: Any) -> None:
+    errors: list[Any] = []
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, **conf})
+    for r in records:
+        while True:
+            try:
+                p.produce(
+                    topic,
+                    key=r.key,
+                    value=r.value,
+                    partition=partition,
+                    timestamp=r.timestamp,
+                    headers=list(r.headers) or None,
+                    on_delivery=lambda err, _m: errors.append(err) if err else None,
+                )
+                break
+            except BufferError:
+                p.poll(0.1)
+    assert p.flush(60) == 0
+    assert not errors, errors
+
+
+def read_partition(bootstrap: str, topic: str, partition: int, *, timeout_s: float = 60.0) -> list[Rec]:
+    """Every committed record of one partition, from the start to the current end."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("reader"),
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        out: list[Rec] = []
+        if high <= low:
+            return out
+        c.assign([TopicPartition(topic, partition, low)])
+        deadline = time.monotonic() + timeout_s
+        last = low - 1
+        while last < high - 1:
+            assert time.monotonic() < deadline, f"{topic}[{partition}] read stalled at {last} of {high}"
+            msgs = c.consume(1000, 1.0)
+            for m in msgs:
+                if m.error():
+                    raise AssertionError(f"{topic}[{partition}]: {m.error()}")
+                last = m.offset()
+                hdrs = tuple((k, v) for k, v in (m.headers() or []))
+                out.append(Rec(m.key(), m.value(), hdrs, m.timestamp()[1]))
+            if not msgs and c.position([TopicPartition(topic, partition)])[0].offset >= high:
+                break
+        return out
+    finally:
+        c.close()
+
+
+def partition_count(bootstrap: str, topic: str) -> int:
+    md = admin(bootstrap).list_topics(topic, timeout=30).topics.get(topic)
+    return 0 if md is None or md.error is not None else len(md.partitions)
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("wm")})
+    try:
+        n = partition_count(bootstrap, topic)
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(n)}
+    finally:
+        c.close()
+
+
+def wait_for(predicate: Any, *, timeout_s: float, what: str, interval_s: float = 1.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def write_config(path: Path, source: str, target: str, *, checkpoints: Path, extra: str = "") -> Path:
+    path.write_text(
+        f"""clusters = A, B
+A.bootstrap.servers = {source}
+B.bootstrap.servers = {target}
+A->B.enabled = true
+replication.factor = 1
+sparkmirror.checkpoint.location = {checkpoints}
+sparkmirror.trigger.interval.ms = 500
+sparkmirror.progress.interval.seconds = 2
+{extra}
+"""
+    )
+    return path
+
+
+def sparkmirror_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "sparkmirror", *args]
+
+
+def run_cli(
+    *args: str, timeout_s: float = 600, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        sparkmirror_cmd(*args),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )

@@ -1,0 +1,81 @@
+"""`sparkmirror run` with a bad configuration: message names the key, exit code 2.
+
+Runs the CLI in-process (click's runner); the configuration is rejected
+before any cluster or Spark is contacted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sparkmirror.cli.main import cli
+
+GOOD = """\
+clusters = A, B
+A.bootstrap.servers = 127.0.0.1:1
+B.bootstrap.servers = 127.0.0.1:2
+A->B.enabled = true
+"""
+
+PASSWORD = "s3cr3t-Pa55word"
+
+
+def _run(tmp_path: Path, text: str, *args: str):
+    cfg = tmp_path / "mm2.properties"
+    cfg.write_text(text)
+    return CliRunner().invoke(cli, ["run", str(cfg), *args], catch_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "expected"),
+    [
+        ("replication.factor = abc\n", "replication.factor", "integer"),
+        ("refresh.topics.enabled = maybe\n", "refresh.topics.enabled", "bool"),
+        ("A->B.topics = orders, [unclosed\n", "topics", "regex"),
+        ("topics.exclude = (a\n", "topics.exclude", "regex"),
+        ("A->C.enabled = true\n", "A->C", "A, B"),
+        ("replication.policy.class = com.example.NoSuchPolicy\n", "replication.policy.class", "Default"),
+        ("sparkmirror.trigger.interval.ms = soon\n", "sparkmirror.trigger.interval.ms", "integer"),
+        ("sparkmirror.no.such.key = 1\n", "sparkmirror.no.such.key", ""),
+    ],
+)
+def test_bad_value_names_the_key_and_exits_2(tmp_path: Path, extra: str, key: str, expected: str) -> None:
+    result = _run(tmp_path, GOOD + extra)
+    assert result.exit_code == 2, result.output
+    assert key in result.output
+    assert expected.lower() in result.output.lower()
+
+
+def test_missing_bootstrap_servers_is_named(tmp_path: Path) -> None:
+    result = _run(tmp_path, GOOD.replace("B.bootstrap.servers = 127.0.0.1:2\n", ""))
+    assert result.exit_code == 2
+    assert "B.bootstrap.servers" in result.output
+
+
+def test_missing_clusters_key_is_named(tmp_path: Path) -> None:
+    result = _run(tmp_path, GOOD.replace("clusters = A, B\n", ""))
+    assert result.exit_code == 2
+    assert "clusters" in result.output
+
+
+def test_errors_never_show_passwords(tmp_path: Path) -> None:
+    text = GOOD + (
+        "A.security.protocol = SASL_SSL\n"
+        "A.sasl.mechanism = PLAIN\n"
+        f"A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="u" password="{PASSWORD}";\n'
+        f"B.ssl.keystore.password = {PASSWORD}\n"
+        "replication.factor = abc\n"
+    )
+    result = _run(tmp_path, text)
+    assert result.exit_code == 2
+    assert PASSWORD not in result.output
+
+
+def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["run", str(tmp_path / "nope.properties")])
+    assert result.exit_code == 2
+    assert "nope.properties" in result.output

@@ -1,0 +1,357 @@
+"""The typed, frozen configuration model: clusters, replication flows and Spark settings.
+
+Field defaults equal MM2's (Kafka 4.x) where the key is MM2's; each field's alias is the
+key in ``mm2.properties``. Client properties are kept in Java's dotted form, ready for the
+Kafka clients; values whose key names a credential are held as :class:`SecretStr` and are
+never shown in a repr, a str, an error or a log (``"[hidden]"`` unless asked for).
+The model never reads files; :mod:`sparkmirror.config.loader` builds it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import cached_property
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from sparkmirror.core.filters import (
+    DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
+    DEFAULT_GROUPS_EXCLUDE,
+    DEFAULT_GROUPS_INCLUDE,
+    DEFAULT_TOPICS_EXCLUDE,
+    DEFAULT_TOPICS_INCLUDE,
+    ConfigPropertyFilter,
+    GroupFilter,
+    TopicFilter,
+)
+from sparkmirror.core.policy import DEFAULT_POLICY_CLASS, ReplicationPolicy, policy_from_name
+
+__all__ = [
+    "HIDDEN",
+    "ClientProps",
+    "ClusterConfig",
+    "FlowConfig",
+    "MirrorConfig",
+    "SparkSettings",
+    "is_secret_key",
+    "reveal",
+]
+
+#: What a secret value is replaced by when secrets are not revealed.
+HIDDEN = "[hidden]"
+
+#: Client properties in Java's dotted form; secret values are SecretStr.
+ClientProps = Mapping[str, str | SecretStr]
+
+# A key is secret when it names a credential: passwords and passphrases, anything "secret",
+# JAAS configs (they embed passwords), Schema Registry's basic.auth.user.info, private keys
+# (ssl.keystore.key, *.private.key*), and tokens/credentials given inline.
+_SECRET_KEY = re.compile(
+    r"password|passphrase|secret|jaas\.config|user\.info|private\.key|(^|\.)key$|token$|credentials?$",
+    re.IGNORECASE,
+)
+
+
+def is_secret_key(key: str) -> bool:
+    """True when the value of config ``key`` is a credential and must never be printed."""
+    return _SECRET_KEY.search(key) is not None
+
+
+def _protect(props: Mapping[str, Any]) -> dict[str, str | SecretStr]:
+    out: dict[str, str | SecretStr] = {}
+    for key, value in props.items():
+        if isinstance(value, SecretStr):
+            out[key] = value
+        elif is_secret_key(key):
+            out[key] = SecretStr(str(value))
+        else:
+            out[key] = str(value)
+    return out
+
+
+def reveal(props: ClientProps, reveal_secrets: bool = False) -> dict[str, str]:
+    """Plain strings from ``props``: secrets as ``"[hidden]"`` unless ``reveal_secrets``."""
+    out: dict[str, str] = {}
+    for key, value in props.items():
+        if isinstance(value, SecretStr):
+            out[key] = value.get_secret_value() if reveal_secrets else HIDDEN
+        else:
+            out[key] = value
+    return out
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+        arbitrary_types_allowed=True,
+    )
+
+
+class ClusterConfig(_Frozen):
+    """One Kafka cluster named in ``clusters``, with its client properties resolved.
+
+    The role dicts hold everything that applies to any client of that role talking to this
+    cluster: top-level client keys, top-level ``consumer.*``/``producer.*``/``admin.*``,
+    then ``<alias>.<client key>`` and ``<alias>.consumer.*`` etc. (see the loader).
+    """
+
+    alias: str
+    """The cluster's alias, as listed in ``clusters``."""
+    bootstrap_servers: str = ""
+    """``<alias>.bootstrap.servers``; empty only for a cluster that no enabled flow uses."""
+    client_props: ClientProps = Field(default_factory=dict)
+    """Connection properties shared by all clients (``bootstrap.servers``, ``security.protocol``, ``ssl.*``,
+    ``sasl.*``)."""
+    consumer_props: ClientProps = Field(default_factory=dict)
+    """Resolved properties for a consumer of this cluster."""
+    producer_props: ClientProps = Field(default_factory=dict)
+    """Resolved properties for a producer to this cluster."""
+    admin_props: ClientProps = Field(default_factory=dict)
+    """Resolved properties for an admin client of this cluster."""
+
+    @field_validator("client_props", "consumer_props", "producer_props", "admin_props", mode="before")
+    @classmethod
+    def _hide_secrets(cls, value: Mapping[str, Any]) -> ClientProps:
+        return _protect(value)
+
+
+class SparkSettings(_Frozen):
+    """sparkmirror's own keys for the Spark job; global, overridable per flow as ``A->B.sparkmirror.…``."""
+
+    master: str = Field(default="local[*]", alias="sparkmirror.spark.master")
+    """Spark master URL (``local[*]`` runs Spark inside the sparkmirror process)."""
+    conf: ClientProps = Field(default_factory=dict, alias="sparkmirror.spark.conf")
+    """Extra Spark configuration, from ``sparkmirror.spark.conf.<spark key> = value``."""
+    checkpoint_location: str = Field(
+        default="./.sparkmirror/checkpoints", alias="sparkmirror.checkpoint.location"
+    )
+    """Directory (or URI) under which each flow keeps its Spark checkpoint, one sub-directory per flow."""
+    trigger_interval_ms: int = Field(default=1000, ge=0, alias="sparkmirror.trigger.interval.ms")
+    """Micro-batch trigger interval in milliseconds (0: start the next batch at once)."""
+    batch_max_records: int = Field(default=500_000, ge=1, alias="sparkmirror.batch.max.records")
+    """Most records read per micro-batch across all partitions (Spark's ``maxOffsetsPerTrigger``)."""
+    progress_interval_seconds: int = Field(default=10, ge=1, alias="sparkmirror.progress.interval.seconds")
+    """How often progress is logged, in seconds."""
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _hide_secrets(cls, value: Mapping[str, Any]) -> ClientProps:
+        return _protect(value)
+
+    def spark_conf(self, reveal_secrets: bool = False) -> dict[str, str]:
+        """The Spark configuration as plain strings (secrets hidden unless ``reveal_secrets``)."""
+        return reveal(self.conf, reveal_secrets)
+
+
+#: The five client roles of a flow, keyed as in :attr:`FlowConfig.clients`.
+CLIENT_ROLES = ("source_consumer", "source_admin", "target_producer", "target_admin", "target_consumer")
+
+
+class FlowConfig(_Frozen):
+    """One replication flow ``source->target`` with MM2's settings after flow-level overrides."""
+
+    source: str
+    """Alias of the source cluster."""
+    target: str
+    """Alias of the target cluster."""
+    source_cluster: ClusterConfig
+    """The source cluster."""
+    target_cluster: ClusterConfig
+    """The target cluster."""
+    enabled: bool = Field(default=False, alias="enabled")
+    """``A->B.enabled``: the flow runs only when true (MM2 default: false)."""
+    topics: tuple[str, ...] = Field(default=DEFAULT_TOPICS_INCLUDE, alias="topics")
+    """Topic names or regexes to replicate (full match)."""
+    topics_exclude: tuple[str, ...] = Field(default=DEFAULT_TOPICS_EXCLUDE, alias="topics.exclude")
+    """Topic names or regexes never replicated (full match)."""
+    groups: tuple[str, ...] = Field(default=DEFAULT_GROUPS_INCLUDE, alias="groups")
+    """Consumer groups or regexes whose offsets are checkpointed (full match)."""
+    groups_exclude: tuple[str, ...] = Field(default=DEFAULT_GROUPS_EXCLUDE, alias="groups.exclude")
+    """Consumer groups or regexes never checkpointed (full match)."""
+    replication_policy_class: str = Field(default=DEFAULT_POLICY_CLASS, alias="replication.policy.class")
+    """Remote topic naming: Kafka's Default or Identity policy (class, simple name, default/identity)."""
+    replication_policy_separator: str = Field(default=".", alias="replication.policy.separator")
+    """Separator between source alias and topic in remote topic names."""
+    replication_policy_internal_topic_separator_enabled: bool = Field(
+        default=True, alias="replication.policy.internal.topic.separator.enabled"
+    )
+    """Whether the separator is also used in checkpoints and offset-syncs topic names."""
+    replication_factor: int = Field(default=2, alias="replication.factor")
+    """Replication factor of newly created remote topics; -1 means the target broker's default."""
+    refresh_topics_enabled: bool = Field(default=True, alias="refresh.topics.enabled")
+    """Whether new source topics and partitions are looked for periodically."""
+    refresh_topics_interval_seconds: int = Field(default=600, ge=1, alias="refresh.topics.interval.seconds")
+    """How often to look for new source topics and partitions."""
+    sync_topic_configs_enabled: bool = Field(default=True, alias="sync.topic.configs.enabled")
+    """Whether topic configs are copied to remote topics."""
+    sync_topic_configs_interval_seconds: int = Field(
+        default=600, ge=1, alias="sync.topic.configs.interval.seconds"
+    )
+    """How often topic configs are copied."""
+    config_properties_exclude: tuple[str, ...] = Field(
+        default=DEFAULT_CONFIG_PROPERTIES_EXCLUDE, alias="config.properties.exclude"
+    )
+    """Topic config names or regexes never copied."""
+    heartbeats_replication_enabled: bool = Field(default=True, alias="heartbeats.replication.enabled")
+    """Whether heartbeats topics are replicated even when ``topics`` does not select them."""
+    emit_heartbeats_enabled: bool = Field(default=True, alias="emit.heartbeats.enabled")
+    """Whether heartbeats are emitted for this flow."""
+    emit_heartbeats_interval_seconds: int = Field(default=1, ge=1, alias="emit.heartbeats.interval.seconds")
+    """Interval between heartbeats."""
+    emit_checkpoints_enabled: bool = Field(default=True, alias="emit.checkpoints.enabled")
+    """Whether consumer group checkpoints are emitted to ``<source>.checkpoints.internal``."""
+    emit_checkpoints_interval_seconds: int = Field(
+        default=60, ge=1, alias="emit.checkpoints.interval.seconds"
+    )
+    """Interval between checkpoints."""
+    sync_group_offsets_enabled: bool = Field(default=False, alias="sync.group.offsets.enabled")
+    """Whether translated offsets are committed to (empty) groups on the target."""
+    sync_group_offsets_interval_seconds: int = Field(
+        default=60, ge=1, alias="sync.group.offsets.interval.seconds"
+    )
+    """Interval between group offset syncs."""
+    refresh_groups_enabled: bool = Field(default=True, alias="refresh.groups.enabled")
+    """Whether new consumer groups are looked for periodically."""
+    refresh_groups_interval_seconds: int = Field(default=600, ge=1, alias="refresh.groups.interval.seconds")
+    """How often to look for new consumer groups."""
+    checkpoints_topic_replication_factor: int = Field(default=3, alias="checkpoints.topic.replication.factor")
+    """Replication factor of the checkpoints topic (-1: broker default)."""
+    heartbeats_topic_replication_factor: int = Field(default=3, alias="heartbeats.topic.replication.factor")
+    """Replication factor of the heartbeats topic (-1: broker default)."""
+    offset_syncs_topic_replication_factor: int = Field(
+        default=3, alias="offset-syncs.topic.replication.factor"
+    )
+    """Replication factor of the offset-syncs topic and the offset map topic (-1: broker default)."""
+    errors_tolerance: Literal["none", "all"] = Field(default="none", alias="errors.tolerance")
+    """Connect's ``errors.tolerance``: ``none`` stops the flow on a non-retriable record error; ``all``
+    writes the record and its error to ``dead_letter_topic`` and goes on."""
+    dead_letter_topic: str = Field(default="", alias="errors.deadletterqueue.topic.name")
+    """Dead-letter topic on the target used when ``errors.tolerance=all``. Default (unlike Connect's
+    empty default): ``sparkmirror-dlq.<source alias>``."""
+    spark: SparkSettings = Field(default_factory=lambda: SparkSettings())
+    """Spark settings for this flow (global ``sparkmirror.*`` keys overridden by ``A->B.sparkmirror.*``)."""
+    clients: Mapping[str, ClientProps] = Field(default_factory=dict)
+    """Resolved client properties per role (see :data:`CLIENT_ROLES`); use the ``*_props`` methods."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults_from_aliases(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            dlq = data.get("dead_letter_topic", data.get("errors.deadletterqueue.topic.name"))
+            if not dlq and data.get("source"):
+                data = {k: v for k, v in data.items() if k != "errors.deadletterqueue.topic.name"}
+                data["dead_letter_topic"] = f"sparkmirror-dlq.{data['source']}"
+        return data
+
+    @field_validator(
+        "replication_factor",
+        "checkpoints_topic_replication_factor",
+        "heartbeats_topic_replication_factor",
+        "offset_syncs_topic_replication_factor",
+    )
+    @classmethod
+    def _replication_factor(cls, value: int) -> int:
+        if value == 0 or value < -1:
+            raise ValueError("expected a positive integer or -1 (broker default)")
+        return value
+
+    @field_validator("clients", mode="before")
+    @classmethod
+    def _hide_secrets(cls, value: Mapping[str, Mapping[str, Any]]) -> dict[str, ClientProps]:
+        return {role: _protect(props) for role, props in value.items()}
+
+    @model_validator(mode="after")
+    def _check(self) -> FlowConfig:
+        if self.source == self.target:
+            raise ValueError(f"a flow needs two different clusters, got {self.source}->{self.target}")
+        # Build the policy and filters once so that a bad class name or regex fails at load time.
+        _ = self.policy, self.topic_filter, self.group_filter, self.config_property_filter
+        return self
+
+    @property
+    def name(self) -> str:
+        """The flow's name, ``source->target``."""
+        return f"{self.source}->{self.target}"
+
+    @cached_property
+    def policy(self) -> ReplicationPolicy:
+        """The replication policy instance (built once)."""
+        return policy_from_name(
+            self.replication_policy_class,
+            self.replication_policy_separator,
+            internal_topic_separator_enabled=self.replication_policy_internal_topic_separator_enabled,
+        )
+
+    @cached_property
+    def topic_filter(self) -> TopicFilter:
+        """Filter from ``topics`` and ``topics.exclude``."""
+        return TopicFilter(self.topics, self.topics_exclude)
+
+    @cached_property
+    def group_filter(self) -> GroupFilter:
+        """Filter from ``groups`` and ``groups.exclude``."""
+        return GroupFilter(self.groups, self.groups_exclude)
+
+    @cached_property
+    def config_property_filter(self) -> ConfigPropertyFilter:
+        """Filter from ``config.properties.exclude``."""
+        return ConfigPropertyFilter(self.config_properties_exclude)
+
+    def _props(self, role: str, reveal_secrets: bool) -> dict[str, str]:
+        return reveal(self.clients.get(role, {}), reveal_secrets)
+
+    def source_consumer_props(self, reveal_secrets: bool = False) -> dict[str, str]:
+        """Java-style properties of the consumer that reads the source topics."""
+        return self._props("source_consumer", reveal_secrets)
+
+    def source_admin_props(self, reveal_secrets: bool = False) -> dict[str, str]:
+        """Java-style properties of the admin client on the source cluster."""
+        return self._props("source_admin", reveal_secrets)
+
+    def target_producer_props(self, reveal_secrets: bool = False) -> dict[str, str]:
+        """Java-style properties of the producer that writes to the target cluster."""
+        return self._props("target_producer", reveal_secrets)
+
+    def target_admin_props(self, reveal_secrets: bool = False) -> dict[str, str]:
+        """Java-style properties of the admin client on the target cluster."""
+        return self._props("target_admin", reveal_secrets)
+
+    def target_consumer_props(self, reveal_secrets: bool = False) -> dict[str, str]:
+        """Java-style properties of a consumer on the target cluster (offset map, checkpoints)."""
+        return self._props("target_consumer", reveal_secrets)
+
+    def __str__(self) -> str:
+        return f"FlowConfig({self.name}, enabled={self.enabled}, topics={list(self.topics)})"
+
+
+class MirrorConfig(_Frozen):
+    """A whole ``mm2.properties`` file: clusters, flows and global Spark settings."""
+
+    clusters: dict[str, ClusterConfig]
+    """Every cluster listed in ``clusters``, by alias, in the listed order."""
+    flows: tuple[FlowConfig, ...]
+    """Enabled flows (restricted by ``--clusters`` to the listed targets), in file order."""
+    all_flows: tuple[FlowConfig, ...]
+    """Every flow the file names (any ``A->B.`` key), enabled or not, in file order."""
+    spark: SparkSettings = Field(default_factory=lambda: SparkSettings())
+    """Global Spark settings (the top-level ``sparkmirror.*`` keys)."""
+    unknown_keys: tuple[str, ...] = ()
+    """Keys that neither MM2 nor sparkmirror knows; ignored (one warning lists them)."""
+
+    def flow(self, name: str) -> FlowConfig:
+        """The flow named ``A->B`` among :attr:`all_flows`; KeyError if there is none."""
+        for flow in self.all_flows:
+            if flow.name == name:
+                return flow
+        raise KeyError(name)
+
+    def __str__(self) -> str:
+        return (
+            f"MirrorConfig(clusters={list(self.clusters)}, flows={[f.name for f in self.flows]}, "
+            f"unknown_keys={list(self.unknown_keys)})"
+        )

@@ -28,7 +28,8 @@ def admin(bootstrap: str) -> AdminClient:
 
 
 def create_topics(bootstrap: str, topics: Mapping[str, int], config: Mapping[str, str] | None = None) -> None:
-    futures = admin(bootstrap).create_topics(
+    client = admin(bootstrap)  # kept alive until the futures resolve
+    futures = client.create_topics(
         [
             NewTopic(t, num_partitions=n, replication_factor=-1, config=dict(config or {}))
             for t, n in topics.items()

@@ -40,10 +40,10 @@ def _producer_thread(bootstrap: str, topic: str, done: threading.Event, errors: 
                 break
             except BufferError:
                 p.poll(0.05)
-        # Spread the load over ~40 s so that the kills land mid-stream.
+        # Spread the load over ~65 s so that the kills land mid-stream.
         if i % 1000 == 999:
             p.poll(0)
-            ahead = (i + 1) / 2500 - (time.monotonic() - start)
+            ahead = (i + 1) / 1500 - (time.monotonic() - start)
             if ahead > 0:
                 time.sleep(ahead)
     p.flush(120)

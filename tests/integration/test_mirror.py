@@ -8,6 +8,7 @@ picked up.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from kafka_helpers import (
@@ -24,6 +25,9 @@ from kafka_helpers import (
 from sparkmirror.config import load_config
 from sparkmirror.pipeline.job import Mirror
 
+# Explicit timestamps, recent enough that the brokers' 7-day retention keeps them.
+_BASE_TS = int(time.time() * 1000) - 3_600_000
+
 
 def _records(topic: str, partition: int, n: int) -> list[Rec]:
     out = []
@@ -33,7 +37,7 @@ def _records(topic: str, partition: int, n: int) -> list[Rec]:
         headers: tuple[tuple[str, bytes | None], ...] = ()
         if i % 3 == 0:
             headers = (("h1", f"{i}".encode()), ("dup", b"a"), ("dup", b"b"), ("nullh", None))
-        out.append(Rec(key, value, headers, 1_600_000_000_000 + partition * 1000 + i * 3))
+        out.append(Rec(key, value, headers, _BASE_TS + partition * 1000 + i * 3))
     return out
 
 
@@ -109,7 +113,8 @@ def test_picks_up_new_topics_and_partitions_while_running(bootstraps, spark, tmp
 
         from kafka_helpers import admin
 
-        for f in admin(bootstraps["A"]).create_partitions([NewPartitions(first, 4)]).values():
+        client = admin(bootstraps["A"])
+        for f in client.create_partitions([NewPartitions(first, 4)]).values():
             f.result()
         produce(bootstraps["A"], first, 3, _records(first, 3, 12))
         wait_for(

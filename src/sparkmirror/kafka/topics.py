@@ -247,6 +247,25 @@ class TopicSync:
             report.configs_updated.append(res.name)
 
 
+    def max_message_bytes(self, topics: Iterable[str]) -> dict[str, int]:
+        """``max.message.bytes`` of the remote topics of ``topics`` on the target."""
+        from confluent_kafka.admin import ConfigResource
+
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, self.remote_name(t)) for t in topics]
+        if not resources:
+            return {}
+        out = {}
+        for res, fut in self.target_admin.describe_configs(resources, request_timeout=_TIMEOUT_S).items():
+            try:
+                entry = fut.result().get("max.message.bytes")
+            except Exception as exc:  # noqa: BLE001 - the broker then judges alone
+                log.warning("flow=%s cannot read max.message.bytes of %s: %s", self.flow.name, res.name, exc)
+                continue
+            if entry is not None and entry.value is not None:
+                out[res.name] = int(entry.value)
+        return out
+
+
 def _code(exc: BaseException) -> str:
     err = exc.args[0] if exc.args else None
     name = getattr(err, "name", None)

@@ -17,6 +17,7 @@ a stop request never lets a batch return early.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -142,11 +143,12 @@ class FlowRunner:
         self.source_admin = new_admin(flow.source_admin_props(reveal_secrets=True))
         self.target_admin = new_admin(flow.target_admin_props(reveal_secrets=True))
         self.topics = TopicSync(flow, self.source_admin, self.target_admin)
+        self.base_producer_config = producer_config(flow.target_producer_props(reveal_secrets=True))
         self.plan = WritePlan(
             flow=flow.name,
             source_alias=flow.source,
             policy=flow.policy,
-            producer_config=producer_config(flow.target_producer_props(reveal_secrets=True)),
+            producer_config=self.base_producer_config,
             errors_tolerance=flow.errors_tolerance,
             dead_letter_topic=flow.dead_letter_topic,
         )
@@ -208,6 +210,7 @@ class FlowRunner:
             if self.once:
                 self.finished = True
             return
+        self._fit_writer_to_target(topics)
         reader = self.spark.readStream.format("kafka")
         for k, v in self.flow.source_consumer_props(reveal_secrets=True).items():
             if k not in _SPARK_MANAGED:
@@ -241,6 +244,21 @@ class FlowRunner:
             ", ".join(topics),
             ", ".join(self.topics.remote_name(t) for t in topics),
         )
+
+    def _fit_writer_to_target(self, topics: dict[str, int]) -> None:
+        """Size the producer's batches to what the remote topics accept.
+
+        A batch larger than a topic's ``max.message.bytes`` is refused whole,
+        small records included; so batches stay below the smallest limit and
+        a single record above its topic's limit is settled on its own.
+        """
+        limits = self.topics.max_message_bytes(topics)
+        conf = dict(self.base_producer_config)
+        if limits:
+            conf["batch.size"] = str(min(int(conf.get("batch.size", "1000000")), min(limits.values())))
+            conf["message.max.bytes"] = str(max(int(conf.get("message.max.bytes", "1000000")),
+                                                max(limits.values()) + 1024))
+        self.plan = dataclasses.replace(self.plan, producer_config=conf, max_record_bytes=limits)
 
     def _make_batch_fn(self) -> Callable[[Any, int], None]:
         plan = self.plan

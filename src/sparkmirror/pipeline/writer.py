@@ -100,9 +100,30 @@ class WritePlan:
     errors_tolerance: str = "none"
     dead_letter_topic: str = ""
     flush_timeout_s: float = 300.0
+    #: max.message.bytes of each remote topic, as the target reported it.
+    max_record_bytes: dict[str, int] = field(default_factory=dict)
 
     def remote_topic(self, topic: str) -> str:
         return str(self.policy.format_remote_topic(self.source_alias, topic))
+
+
+# Kafka's record batch header is 61 bytes; a record adds a few varints and
+# its attributes. Over-estimating by a little only moves the edge case from
+# the broker's refusal to ours, which is cheaper and names the offset.
+_BATCH_OVERHEAD = 61
+_RECORD_OVERHEAD = 21
+_HEADER_OVERHEAD = 10
+
+
+Headers = list[tuple[str, bytes | None]]
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
+    """An upper estimate of a record's size in a batch of its own, in bytes."""
+    size = _BATCH_OVERHEAD + _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for hk, hv in headers or ():
+        size += _HEADER_OVERHEAD + len(hk.encode()) + (len(hv) if hv else 0)
+    return size
 
 
 # Producers are reused across tasks in the same Python worker (Spark reuses
@@ -253,6 +274,7 @@ def _produce_batch(
     headers = batch.column(6).to_pylist()
     produce = producer.produce
     poll = producer.poll
+    limits = plan.max_record_bytes
     current: _PartitionWrite | None = None
     for i in range(n):
         topic = topics[i]
@@ -269,6 +291,15 @@ def _produce_batch(
         hdrs = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else None
         ts = stamps[i]
         w = current
+        limit = limits.get(w.remote)
+        if limit is not None and record_size(key, value, hdrs) > limit:
+            # The target would refuse it, and with it every record batched
+            # alongside: keep it out of the batch and settle it on its own.
+            reason = f"MSG_SIZE_TOO_LARGE: larger than max.message.bytes={limit}"
+            w.record_failures.append((upstream, (key, value, hdrs, ts), reason))
+            w.records += 1
+            w.last_offset = upstream
+            continue
 
         def on_delivery(
             err: Any,

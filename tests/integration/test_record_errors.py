@@ -1,0 +1,78 @@
+"""Records the target refuses for good: stop with a clear error, or dead-letter them.
+
+Nothing is dropped silently: without errors.tolerance the flow stops naming
+topic, partition and offset, and commits nothing past the refused record;
+with errors.tolerance=all the record goes to the dead-letter topic with the
+error in Kafka Connect's header names, and the flow goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kafka_helpers import Rec, create_topics, end_offsets, produce, read_partition, unique, write_config
+from sparkmirror.config import load_config
+from sparkmirror.pipeline.job import FlowFailed, Mirror
+
+LIMIT = 2000
+
+
+def _setup(bootstraps: dict[str, str], prefix: str) -> tuple[str, list[Rec]]:
+    topic = f"{prefix}.big"
+    create_topics(bootstraps["A"], {topic: 1})
+    # The remote topic already exists on B with a smaller record limit.
+    create_topics(bootstraps["B"], {f"A.{topic}": 1}, config={"max.message.bytes": str(LIMIT)})
+    ts = int(time.time() * 1000)
+    records = [Rec(f"k{i}".encode(), (b"x" * 5000 if i == 3 else f"v{i}".encode()), (), ts) for i in range(6)]
+    produce(bootstraps["A"], topic, 0, records)
+    return topic, records
+
+
+def test_record_too_large_stops_the_flow_naming_topic_partition_offset(
+    bootstraps, spark, tmp_path: Path, checkpoints
+) -> None:
+    prefix = unique("toolarge")
+    topic, _ = _setup(bootstraps, prefix)
+    cfg = write_config(
+        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
+        extra=f"A->B.topics = {prefix}\\..*\nsync.topic.configs.enabled = false\n",
+    )
+    with pytest.raises(FlowFailed) as err:
+        Mirror(load_config(cfg), once=True).run()
+    text = str(err.value)
+    assert f"{topic}[0] offset=3" in text
+    assert "max.message.bytes" in text
+    assert "errors.tolerance=all" in text
+
+
+def test_errors_tolerance_all_sends_the_record_to_the_dead_letter_topic(
+    bootstraps, spark, tmp_path: Path, checkpoints
+) -> None:
+    prefix = unique("dlq")
+    topic, records = _setup(bootstraps, prefix)
+    dlq = f"{prefix}.dlq"
+    cfg = write_config(
+        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
+        extra=(
+            f"A->B.topics = {prefix}\\.big\nsync.topic.configs.enabled = false\n"
+            f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {dlq}\n"
+        ),
+    )
+    runners = Mirror(load_config(cfg), once=True).run()
+    assert runners[0].progress.dead_lettered == 1
+    mirrored = [r.value for r in read_partition(bootstraps["B"], f"A.{topic}", 0)]
+    assert mirrored == [r.value for r in records if len(r.value or b"") < 5000]
+    assert end_offsets(bootstraps["B"], dlq) == {0: 1}
+    (dead,) = read_partition(bootstraps["B"], dlq, 0)
+    headers = dict(dead.headers)
+    assert dead.key == b"k3"
+    assert headers["__connect.errors.topic"] == topic.encode()
+    assert headers["__connect.errors.partition"] == b"0"
+    assert headers["__connect.errors.offset"] == b"3"
+    assert b"MSG_SIZE_TOO_LARGE" in headers["__connect.errors.exception.message"]
+    # The value is what the target refused; the DLQ record says where it is.
+    assert dead.value is None
+    assert headers["__connect.errors.value.omitted.bytes"] == b"5000"

@@ -37,7 +37,10 @@ def test_record_too_large_stops_the_flow_naming_topic_partition_offset(
     prefix = unique("toolarge")
     topic, _ = _setup(bootstraps, prefix)
     cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
         extra=f"A->B.topics = {prefix}\\..*\nsync.topic.configs.enabled = false\n",
     )
     with pytest.raises(FlowFailed) as err:
@@ -55,7 +58,10 @@ def test_errors_tolerance_all_sends_the_record_to_the_dead_letter_topic(
     topic, records = _setup(bootstraps, prefix)
     dlq = f"{prefix}.dlq"
     cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
         extra=(
             f"A->B.topics = {prefix}\\.big\nsync.topic.configs.enabled = false\n"
             f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {dlq}\n"

@@ -48,8 +48,13 @@ class ArtifactSet:
     def directory(self) -> Path:
         return cache_root() / "jars" / self.name
 
+    def marker_text(self) -> str:
+        """What a complete cache folder records; a different recipe refetches."""
+        return "\n".join([*self.coordinates, "exclude: " + ",".join(self.exclude)]) + "\n"
+
     def is_cached(self) -> bool:
-        return (self.directory / _DONE_MARKER).exists()
+        marker = self.directory / _DONE_MARKER
+        return marker.exists() and marker.read_text() == self.marker_text()
 
     def jars(self) -> list[Path]:
         if not self.is_cached():
@@ -179,7 +184,7 @@ def fetch(artifacts: ArtifactSet, *, force: bool = False) -> Path:
                 f"(exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}"
             )
         (staging / "jars").rename(target)
-        (target / _DONE_MARKER).write_text("\n".join(artifacts.coordinates) + "\n")
+        (target / _DONE_MARKER).write_text(artifacts.marker_text())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sparkmirror.devcluster.artifacts import kafka_broker_artifacts
 from sparkmirror.errors import DevClusterError
@@ -283,13 +284,12 @@ class DevClusters:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + timeout_s
-        admin = AdminClient(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "log_level": 0,
-                "logger": logging.getLogger("sparkmirror.devcluster.librdkafka"),
-            }
-        )
+        conf: dict[str, Any] = {
+            "bootstrap.servers": cluster.bootstrap,
+            "log_level": 0,
+            "logger": logging.getLogger("sparkmirror.devcluster.librdkafka"),
+        }
+        admin = AdminClient(conf)
         last_error: str = ""
         while time.monotonic() < deadline:
             dead = [b for b in cluster.brokers if not b.is_running()]

@@ -194,6 +194,6 @@ _ADMIN_KEYS = frozenset(
 def new_admin(java_props: Mapping[str, Any]) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    conf = admin_config(java_props)
-    conf["logger"] = logging.getLogger("sparkmirror.kafka.librdkafka")  # type: ignore[assignment]
+    conf: dict[str, Any] = dict(admin_config(java_props))
+    conf["logger"] = logging.getLogger("sparkmirror.kafka.librdkafka")
     return AdminClient(conf)

@@ -246,7 +246,6 @@ class TopicSync:
             log.info("flow=%s updated configs of remote topic %s", self.flow.name, res.name)
             report.configs_updated.append(res.name)
 
-
     def max_message_bytes(self, topics: Iterable[str]) -> dict[str, int]:
         """``max.message.bytes`` of the remote topics of ``topics`` on the target."""
         from confluent_kafka.admin import ConfigResource

@@ -256,8 +256,9 @@ class FlowRunner:
         conf = dict(self.base_producer_config)
         if limits:
             conf["batch.size"] = str(min(int(conf.get("batch.size", "1000000")), min(limits.values())))
-            conf["message.max.bytes"] = str(max(int(conf.get("message.max.bytes", "1000000")),
-                                                max(limits.values()) + 1024))
+            conf["message.max.bytes"] = str(
+                max(int(conf.get("message.max.bytes", "1000000")), max(limits.values()) + 1024)
+            )
         self.plan = dataclasses.replace(self.plan, producer_config=conf, max_record_bytes=limits)
 
     def _make_batch_fn(self) -> Callable[[Any, int], None]:
@@ -351,7 +352,13 @@ class FlowRunner:
         terminal = terminal_message(text)
         if terminal is not None:
             raise FlowFailed(terminal)
+        broken = _environment_error(text)
+        if broken is not None:
+            raise FlowFailed(f"flow={self.flow.name} cannot run: {broken}")
         self._failures += 1
+        if self.once and self._failures >= _ONCE_MAX_FAILURES:
+            last = _first_line(text)
+            raise FlowFailed(f"flow={self.flow.name} failed {self._failures} times in a row: {last}")
         delay = _RESTART_BACKOFF_S[min(self._failures - 1, len(_RESTART_BACKOFF_S) - 1)]
         log.warning(
             "flow=%s query failed (%s); replaying from the last committed batch in %ds",
@@ -389,6 +396,17 @@ class FlowRunner:
         return (
             f"flow={p.flow} records={p.records:,} rate={p.rate():,.0f}/s lag={lag} batches={p.batches}{extra}"
         )
+
+
+# Failures that replaying cannot fix: the executors' Python lacks a module,
+# or the job's code cannot be shipped. Everything else is retried.
+_ENVIRONMENT_ERRORS = re.compile(r"\b(ModuleNotFoundError|ImportError|PicklingError|SyntaxError): ?([^\n]*)")
+_ONCE_MAX_FAILURES = 5
+
+
+def _environment_error(text: str) -> str | None:
+    m = _ENVIRONMENT_ERRORS.search(text)
+    return None if m is None else f"{m.group(1)}: {m.group(2).strip()}"
 
 
 def _first_line(text: str) -> str:

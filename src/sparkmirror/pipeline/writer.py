@@ -325,7 +325,7 @@ def _produce_batch(
             except BufferError:
                 poll(0.05)  # local queue full: let deliveries drain
             except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
-                err = exc.args[0] if exc.args else None
+                err: Any = exc.args[0] if exc.args else None
                 name = err.name() if hasattr(err, "name") else type(exc).__name__
                 if name in _RECORD_ERRORS:
                     w.record_failures.append((upstream, (key, value, hdrs, ts), f"{name}: {exc}"))

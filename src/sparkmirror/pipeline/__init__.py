@@ -1,0 +1,1 @@
+"""The Spark job: source, writer (in the executors), supervision."""

@@ -24,8 +24,9 @@ setup: install
 demo: setup
 	$(BIN)/sparkmirror demo
 
+# Fastest tier first, so that a broken change fails in seconds.
 test: setup lint
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests/unit tests/integration tests/e2e
 
 unit: install
 	$(BIN)/python -m pytest tests/unit

@@ -67,19 +67,16 @@ def checkpoints(tmp_path: Path) -> Path:
 _TIERS = ("unit", "integration", "e2e")
 
 
-def pytest_collection_modifyitems(
-    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-) -> None:
-    """A run of the whole suite must collect tests in every tier.
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every tier asked for (directly, or through ``tests``) must collect tests.
 
-    pytest already fails on "no tests collected"; this also fails when a tier
-    silently loses its tests (a broken import path, a renamed folder).
+    pytest already fails on "no tests collected"; this also fails when one
+    tier silently loses its tests (a broken import path, a renamed folder).
     """
     root = Path(__file__).parent
-    args = [Path(a.split("::")[0]).absolute() for a in config.args]
-    if not any(a == root for a in args):
-        return
-    counts = {t: 0 for t in _TIERS}
+    args = {Path(a.split("::")[0]).absolute() for a in config.args}
+    requested = [t for t in _TIERS if root in args or root / t in args]
+    counts = dict.fromkeys(requested, 0)
     for item in items:
         rel = Path(str(item.path)).relative_to(root)
         if rel.parts and rel.parts[0] in counts:

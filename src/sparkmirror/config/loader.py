@@ -314,10 +314,15 @@ class _Loader:
         dst: ClusterConfig,
         top: Mapping[str, str],
         own: Mapping[str, str],
+        dst_raw: Mapping[str, str] | None = None,
     ) -> FlowConfig:
         name = f"{src.alias}->{dst.alias}"
         data: dict[str, Any] = {}
         keys: dict[str, str] = {}
+        # MM2 reads its worker switch for the target cluster's worker.
+        eos = "exactly.once.source.support"
+        if dst_raw and eos in dst_raw and eos not in own:
+            top = {**top, eos: dst_raw[eos]}
         for field_name, field in FlowConfig.model_fields.items():
             alias = field.alias
             if not alias:
@@ -326,6 +331,8 @@ class _Loader:
                 raw, shown = own[alias], f"{name}.{alias}"
             elif alias in top and alias != "enabled":
                 raw, shown = top[alias], alias
+                if alias == eos and dst_raw and eos in dst_raw:
+                    shown = f"{dst.alias}.{eos}"
             else:
                 continue
             data[field_name] = _convert(raw, field.annotation, shown)
@@ -384,7 +391,8 @@ class _Loader:
         top, per_cluster, per_flow = self.classify(aliases)
         clusters = {alias: self.cluster(alias, top, per_cluster[alias]) for alias in aliases}
         all_flows = tuple(
-            self.flow(clusters[src], clusters[dst], top, own) for (src, dst), own in per_flow.items()
+            self.flow(clusters[src], clusters[dst], top, own, per_cluster[dst])
+            for (src, dst), own in per_flow.items()
         )
         flows = tuple(
             f for f in all_flows if f.enabled and (self.restrict is None or f.target in self.restrict)

@@ -137,6 +137,12 @@ class SparkSettings(_Frozen):
     """Most records read per micro-batch across all partitions (Spark's ``maxOffsetsPerTrigger``)."""
     progress_interval_seconds: int = Field(default=10, ge=1, alias="sparkmirror.progress.interval.seconds")
     """How often progress is logged, in seconds."""
+    exactly_once: bool = Field(default=False, alias="sparkmirror.exactly.once")
+    """Write each partition's records, offset-map segments and source position in one transaction on
+    the target (same effect as MM2's ``exactly.once.source.support = enabled``)."""
+    transaction_timeout_ms: int = Field(default=300_000, ge=1000, alias="sparkmirror.transaction.timeout.ms")
+    """``transaction.timeout.ms`` of the exactly-once writer's producers; a task's transaction must
+    commit within it (the broker's ``transaction.max.timeout.ms`` caps it, 15 minutes by default)."""
 
     @field_validator("conf", mode="before")
     @classmethod
@@ -227,6 +233,11 @@ class FlowConfig(_Frozen):
         default=3, alias="offset-syncs.topic.replication.factor"
     )
     """Replication factor of the offset-syncs topic and the offset map topic (-1: broker default)."""
+    exactly_once_source_support: Literal["disabled", "preparing", "enabled"] = Field(
+        default="disabled", alias="exactly.once.source.support"
+    )
+    """MM2's (Connect worker's) exactly-once switch, read globally, per target cluster
+    (``B.exactly.once.source.support``) or per flow; ``enabled`` makes the flow exactly-once."""
     errors_tolerance: Literal["none", "all"] = Field(default="none", alias="errors.tolerance")
     """Connect's ``errors.tolerance``: ``none`` stops the flow on a non-retriable record error; ``all``
     writes the record and its error to ``dead_letter_topic`` and goes on."""
@@ -259,6 +270,11 @@ class FlowConfig(_Frozen):
         if value == 0 or value < -1:
             raise ValueError("expected a positive integer or -1 (broker default)")
         return value
+
+    @property
+    def exactly_once(self) -> bool:
+        """Whether this flow writes exactly once (either switch turns it on)."""
+        return self.exactly_once_source_support == "enabled" or self.spark.exactly_once
 
     @field_validator("clients", mode="before")
     @classmethod

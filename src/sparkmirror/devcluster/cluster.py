@@ -249,8 +249,8 @@ class DevClusters:
         jars = kafka_broker_artifacts().jars()
         cmd = self._java(cluster, broker, jars, "kafka.tools.StorageTool") + [
             "format",
-            "--cluster-id",
-            cluster.cluster_id,
+            # One argument: a random id may start with "-".
+            f"--cluster-id={cluster.cluster_id}",
             "--config",
             str(Path(broker.log_dir) / "server.properties"),
             "--ignore-formatted",

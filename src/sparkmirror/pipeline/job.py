@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -29,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkmirror.errors import SparkMirrorError
-from sparkmirror.kafka.clients import new_admin, producer_config
+from sparkmirror.kafka.clients import librdkafka_config, new_admin, producer_config
+from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.pipeline.writer import (
     INPUT_COLUMNS,
@@ -54,6 +56,15 @@ _SPARK_MANAGED = frozenset(
 )
 
 _RESTART_BACKOFF_S = (1, 2, 5, 10, 30, 60)
+
+
+def progress_group(flow: Any) -> str:
+    """The target group whose offsets on the remote topics hold an exactly-once flow's progress.
+
+    ``__``-prefixed so MM2's default ``groups.exclude`` (and ours) never
+    checkpoints or syncs it.
+    """
+    return f"__sparkmirror.progress.{flow.source}-{flow.target}"
 
 
 class FlowFailed(SparkMirrorError):
@@ -151,6 +162,14 @@ class FlowRunner:
             producer_config=self.base_producer_config,
             errors_tolerance=flow.errors_tolerance,
             dead_letter_topic=flow.dead_letter_topic,
+            exactly_once=flow.exactly_once,
+            progress_group=progress_group(flow),
+            transactional_id_prefix=f"sparkmirror-{flow.source}-{flow.target}-",
+            consumer_config=librdkafka_config(
+                flow.target_consumer_props(reveal_secrets=True), role="consumer"
+            ),
+            transaction_timeout_ms=flow.spark.transaction_timeout_ms,
+            test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),
         )
         self.query: Any = None
         self.subscribed: dict[str, int] = {}
@@ -224,6 +243,10 @@ class FlowRunner:
             # the flow rather than being skipped silently.
             .option("failOnDataLoss", "true")
         )
+        if self.flow.exactly_once:
+            # Used only when there is no checkpoint: the target's progress,
+            # not Spark's checkpoint, says where the flow stands.
+            reader = reader.option("startingOffsets", json.dumps(self._progress_offsets(topics)))
         if self.flow.spark.batch_max_records:
             reader = reader.option("maxOffsetsPerTrigger", str(self.flow.spark.batch_max_records))
         df = reader.load()
@@ -244,6 +267,25 @@ class FlowRunner:
             ", ".join(topics),
             ", ".join(self.topics.remote_name(t) for t in topics),
         )
+
+    def _progress_offsets(self, topics: dict[str, int]) -> dict[str, dict[str, int]]:
+        """Spark ``startingOffsets`` from the progress committed on the target (-2: earliest)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        remote = {self.topics.remote_name(t): t for t in topics}
+        request = [TopicPartition(r, p) for r, t in remote.items() for p in range(topics[t])]
+        out: dict[str, dict[str, int]] = {t: {str(p): -2 for p in range(n)} for t, n in topics.items()}
+
+        def fetch() -> list[Any]:
+            futures = self.target_admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(self.plan.progress_group, request)]
+            )
+            return [tp for fut in futures.values() for tp in fut.result().topic_partitions]
+
+        for tp in retry_kafka(fetch, what=f"flow={self.flow.name} reading progress", attempts=20):
+            if tp.error is None and tp.offset >= 0:
+                out[remote[tp.topic]][str(tp.partition)] = tp.offset
+        return out
 
     def _fit_writer_to_target(self, topics: dict[str, int]) -> None:
         """Size the producer's batches to what the remote topics accept.
@@ -451,7 +493,7 @@ class Mirror:
         interval = min(f.spark.progress_interval_seconds for f in self.config.flows)
         try:
             for flow in self.config.flows:
-                mode = "at-least-once"
+                mode = "exactly-once" if flow.exactly_once else "at-least-once"
                 log.info("flow=%s mode=%s", flow.name, mode)
                 runner = FlowRunner(self.spark, flow, once=self.once)
                 self.runners.append(runner)

@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +102,18 @@ class WritePlan:
     flush_timeout_s: float = 300.0
     #: max.message.bytes of each remote topic, as the target reported it.
     max_record_bytes: dict[str, int] = field(default_factory=dict)
+    #: Exactly-once: records, segments and progress in one transaction per task.
+    exactly_once: bool = False
+    #: Group on the target whose committed offsets (on the remote topics) are
+    #: the flow's source progress: the next upstream offset to mirror.
+    progress_group: str = ""
+    transactional_id_prefix: str = ""
+    #: librdkafka config of a consumer on the target (reads the progress).
+    consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
+    transaction_timeout_ms: int = 300_000
+    #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_RECORDS): the first
+    #: attempt of every task fails after writing this many records.
+    test_fail_after_records: int = 0
 
     def remote_topic(self, topic: str) -> str:
         return str(self.policy.format_remote_topic(self.source_alias, topic))
@@ -153,7 +165,7 @@ def _discard_producer(producer: Any) -> None:
                 del _PRODUCERS[k]
 
 
-class _PartitionWrite:
+class PartitionWrite:
     """Bookkeeping for one source partition within one task."""
 
     __slots__ = (
@@ -207,20 +219,30 @@ class _PartitionWrite:
 
 def write_arrow_batches(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any]:
     """mapInArrow body: produce every row, wait for every ack, yield stats."""
-    import pyarrow as pa
+    if plan.exactly_once:
+        from sparkmirror.pipeline.transactional import write_exactly_once
 
+        yield from write_exactly_once(batches, plan)
+        return
     producer = _producer(plan)
-    parts: dict[tuple[str, int], _PartitionWrite] = {}
+    parts: dict[tuple[str, int], PartitionWrite] = {}
     try:
         for batch in batches:
-            _produce_batch(producer, batch, plan, parts)
-        _flush(producer, plan, parts)
-        _settle_record_failures(producer, plan, parts)
+            produce_batch(producer, batch, plan, parts)
+        await_acks(producer, plan, parts)
+        settle_record_failures(producer, plan, parts)
     except BaseException:
         # A producer that failed mid-way may hold undelivered records for the
         # replayed batch to duplicate needlessly; start the retry afresh.
         _discard_producer(producer)
         raise
+    yield from stats_batches(parts.values())
+
+
+def stats_batches(parts: Iterable[PartitionWrite]) -> Iterator[Any]:
+    """The task's result rows: one per source partition it wrote."""
+    import pyarrow as pa
+
     rows = [
         {
             "topic": w.topic,
@@ -234,7 +256,7 @@ def write_arrow_batches(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any
             "dead_lettered": w.dead_lettered,
             "max_timestamp_ms": w.max_ts,
         }
-        for w in parts.values()
+        for w in parts
     ]
     if rows:
         yield pa.RecordBatch.from_pylist(rows, schema=_result_arrow_schema())
@@ -259,8 +281,8 @@ def _result_arrow_schema() -> Any:
     )
 
 
-def _produce_batch(
-    producer: Any, batch: Any, plan: WritePlan, parts: dict[tuple[str, int], _PartitionWrite]
+def produce_batch(
+    producer: Any, batch: Any, plan: WritePlan, parts: dict[tuple[str, int], PartitionWrite]
 ) -> None:
     n = batch.num_rows
     if n == 0:
@@ -275,14 +297,14 @@ def _produce_batch(
     produce = producer.produce
     poll = producer.poll
     limits = plan.max_record_bytes
-    current: _PartitionWrite | None = None
+    current: PartitionWrite | None = None
     for i in range(n):
         topic = topics[i]
         partition = partitions[i]
         if current is None or current.topic != topic or current.partition != partition:
             current = parts.get((topic, partition))
             if current is None:
-                current = _PartitionWrite(topic, plan.remote_topic(topic), partition)
+                current = PartitionWrite(topic, plan.remote_topic(topic), partition)
                 parts[(topic, partition)] = current
                 current.first_offset = offsets[i]
         upstream = offsets[i]
@@ -305,7 +327,7 @@ def _produce_batch(
             err: Any,
             msg: Any,
             _u: int = upstream,
-            _w: _PartitionWrite = w,
+            _w: PartitionWrite = w,
             _r: tuple[Any, Any, Any, Any] = (key, value, hdrs, ts),
         ) -> None:
             _w.delivered(_u, _r, err, msg)
@@ -346,7 +368,7 @@ def _produce_batch(
             poll(0)
 
 
-def _flush(producer: Any, plan: WritePlan, parts: dict[tuple[str, int], _PartitionWrite]) -> None:
+def await_acks(producer: Any, plan: WritePlan, parts: dict[tuple[str, int], PartitionWrite]) -> None:
     deadline = time.monotonic() + plan.flush_timeout_s
     while True:
         remaining = producer.flush(1.0)
@@ -368,8 +390,8 @@ def _flush(producer: Any, plan: WritePlan, parts: dict[tuple[str, int], _Partiti
             )
 
 
-def _settle_record_failures(
-    producer: Any, plan: WritePlan, parts: dict[tuple[str, int], _PartitionWrite]
+def settle_record_failures(
+    producer: Any, plan: WritePlan, parts: dict[tuple[str, int], PartitionWrite]
 ) -> None:
     """Records the target refused for good: stop, or dead-letter them."""
     failures = [(w, f) for w in parts.values() for f in sorted(w.record_failures, key=lambda f: f[0])]
@@ -405,7 +427,7 @@ def _settle_record_failures(
             dl_value = None
             meta.append((DLQ_HEADER_PREFIX + "value.omitted.bytes", str(len(value or b"")).encode()))
 
-        def on_dl(err: Any, _msg: Any, _u: int = upstream, _w: _PartitionWrite = w) -> None:
+        def on_dl(err: Any, _msg: Any, _u: int = upstream, _w: PartitionWrite = w) -> None:
             if err is not None:
                 dlq_errors.append(f"{_w.topic}[{_w.partition}] offset={_u}: {err.str()}")
 

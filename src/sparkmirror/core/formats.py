@@ -1,0 +1,381 @@
+"""Binary layouts of the internal records: MM2's checkpoints, heartbeats and offset syncs,
+and sparkmirror's own offset-map segments.
+
+MM2's three layouts are byte-for-byte those of Kafka's connect/mirror, so that MM2 tools,
+``MirrorClient`` and ``RemoteClusterUtils.translateOffsets`` read what sparkmirror writes and
+sparkmirror reads what MM2 wrote. Fields use the Kafka protocol's primitive types, all big
+endian: INT16, INT32, INT64, and STRING = INT16 byte length followed by that many bytes of
+UTF-8 (never null here; at most 32767 bytes).
+
+=============  ==================================================  ===========================================
+record         key                                                 value
+=============  ==================================================  ===========================================
+Checkpoint     group STRING, topic STRING, partition INT32         version INT16 (0), upstreamOffset INT64,
+                                                                   offset INT64, metadata STRING
+Heartbeat      sourceClusterAlias STRING, targetClusterAlias       version INT16 (0), timestamp INT64
+               STRING
+OffsetSync     topic STRING, partition INT32                       upstreamOffset INT64, offset INT64
+                                                                   (no version field: MM2 has none)
+OffsetSegment  version INT16 (0), topic STRING, partition INT32,   version INT16 (0), upstream_start INT64,
+(sparkmirror)  upstream_start INT64                                downstream_start INT64, count INT64,
+                                                                   written_at_ms INT64
+=============  ==================================================  ===========================================
+
+**OffsetSegment** is sparkmirror's record of the exact offset map (see
+:mod:`sparkmirror.core.offsetmap`): ``count`` consecutive upstream records starting at
+``upstream_start`` of ``topic[partition]`` on the source were written at consecutive
+downstream offsets starting at ``downstream_start``. The key holds the upstream start, so in
+the compacted offset-map topic a replay that starts at the same upstream offset replaces the
+earlier segment, and a tombstone for that key removes a pruned one. The key carries its own
+version (first, so a future key layout can be told apart before anything else is parsed).
+``written_at_ms`` is the writer's wall clock, for operators and for age-based reports.
+
+Decoding is strict: truncated input, trailing bytes, an unknown version and fields that
+contradict each other raise :class:`FormatError` naming the record type, the part (key or
+value) and the field. This module must never import pyspark or a Kafka client.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import ClassVar
+
+from sparkmirror.core.exceptions import FormatError
+
+__all__ = [
+    "INT16",
+    "INT32",
+    "INT64",
+    "STRING",
+    "Checkpoint",
+    "Field",
+    "Heartbeat",
+    "OffsetSegment",
+    "OffsetSync",
+    "Schema",
+]
+
+#: Kafka protocol primitive type names, as used in the schemas below.
+INT16 = "INT16"
+INT32 = "INT32"
+INT64 = "INT64"
+STRING = "STRING"
+
+_FIXED = {INT16: struct.Struct(">h"), INT32: struct.Struct(">i"), INT64: struct.Struct(">q")}
+_STRING_LEN = _FIXED[INT16]
+_MAX_STRING_BYTES = 0x7FFF
+
+
+@dataclass(frozen=True)
+class Field:
+    """One named field of a schema and its Kafka protocol type."""
+
+    name: str
+    type: str
+
+
+@dataclass(frozen=True)
+class Schema:
+    """An ordered list of fields; writes and reads them back to back, nothing between."""
+
+    fields: tuple[Field, ...]
+
+    def write(self, values: tuple[int | str, ...], *, what: str) -> bytes:
+        """Encode ``values`` (one per field, in order). ``what`` names the record part in errors."""
+        if len(values) != len(self.fields):
+            raise FormatError(f"{what}: expected {len(self.fields)} fields, got {len(values)}")
+        out = bytearray()
+        for field, value in zip(self.fields, values, strict=True):
+            if field.type == STRING:
+                if not isinstance(value, str):
+                    raise FormatError(
+                        f"{what}: field {field.name} must be a string, got {type(value).__name__}"
+                    )
+                raw = value.encode("utf-8")
+                if len(raw) > _MAX_STRING_BYTES:
+                    raise FormatError(
+                        f"{what}: field {field.name} is {len(raw)} bytes of UTF-8; "
+                        f"the Kafka protocol's STRING holds at most {_MAX_STRING_BYTES}"
+                    )
+                out += _STRING_LEN.pack(len(raw))
+                out += raw
+            else:
+                if not isinstance(value, int) or isinstance(value, bool):
+                    raise FormatError(
+                        f"{what}: field {field.name} must be an int, got {type(value).__name__}"
+                    )
+                try:
+                    out += _FIXED[field.type].pack(value)
+                except struct.error:
+                    raise FormatError(
+                        f"{what}: field {field.name}={value} does not fit in {field.type}"
+                    ) from None
+        return bytes(out)
+
+    def read(self, data: bytes, *, what: str, offset: int = 0) -> tuple[tuple[int | str, ...], int]:
+        """Decode the fields from ``data`` starting at ``offset``; returns the values and the end position."""
+        values: list[int | str] = []
+        pos = offset
+        for field in self.fields:
+            if field.type == STRING:
+                length = self._fixed(_STRING_LEN, data, pos, what, f"{field.name} (STRING length)")
+                pos += _STRING_LEN.size
+                if length < 0:
+                    raise FormatError(
+                        f"{what}: field {field.name} has length {length}; null strings are not allowed"
+                    )
+                if pos + length > len(data):
+                    raise FormatError(
+                        f"{what}: truncated in field {field.name}: needs {length} bytes at byte {pos}, "
+                        f"only {len(data) - pos} left"
+                    )
+                try:
+                    values.append(data[pos : pos + length].decode("utf-8"))
+                except UnicodeDecodeError as err:
+                    raise FormatError(
+                        f"{what}: field {field.name} is not valid UTF-8 ({err.reason})"
+                    ) from None
+                pos += length
+            else:
+                codec = _FIXED[field.type]
+                values.append(self._fixed(codec, data, pos, what, field.name))
+                pos += codec.size
+        return tuple(values), pos
+
+    def read_exactly(self, data: bytes, *, what: str, offset: int = 0) -> tuple[int | str, ...]:
+        """Like :meth:`read`, and the fields must use every remaining byte."""
+        values, end = self.read(data, what=what, offset=offset)
+        if end != len(data):
+            raise FormatError(f"{what}: {len(data) - end} unexpected trailing bytes after byte {end}")
+        return values
+
+    @staticmethod
+    def _fixed(codec: struct.Struct, data: bytes, pos: int, what: str, name: str) -> int:
+        if pos + codec.size > len(data):
+            raise FormatError(
+                f"{what}: truncated in field {name}: needs {codec.size} bytes at byte {pos}, "
+                f"only {max(len(data) - pos, 0)} left"
+            )
+        value: int = codec.unpack_from(data, pos)[0]
+        return value
+
+
+def _schema(*fields: tuple[str, str]) -> Schema:
+    return Schema(tuple(Field(name, type_) for name, type_ in fields))
+
+
+_VERSION_HEADER = _schema(("version", INT16))
+
+
+def _bytes(data: bytes | bytearray | memoryview | None, what: str) -> bytes:
+    if data is None:
+        raise FormatError(f"{what} is null (a tombstone?); nothing to decode")
+    return bytes(data)
+
+
+def _read_versioned(
+    data: bytes, schemas: dict[int, Schema], *, what: str
+) -> tuple[int, tuple[int | str, ...]]:
+    (version,), pos = _VERSION_HEADER.read(data, what=what)
+    assert isinstance(version, int)
+    schema = schemas.get(version)
+    if schema is None:
+        known = ", ".join(str(v) for v in sorted(schemas))
+        raise FormatError(f"{what}: unknown version {version} (this build reads version {known})")
+    return version, schema.read_exactly(data, what=what, offset=pos)
+
+
+def _s(value: int | str) -> str:
+    assert isinstance(value, str)
+    return value
+
+
+def _i(value: int | str) -> int:
+    assert isinstance(value, int)
+    return value
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """MM2's checkpoint: where a source consumer group is, upstream and translated downstream.
+
+    ``topic`` is the topic as the checkpoint names it (MM2 writes the remote topic name,
+    e.g. ``A.orders``). Written to ``<source>.checkpoints.internal`` on the target.
+    """
+
+    VERSION: ClassVar[int] = 0
+    KEY_SCHEMA: ClassVar[Schema] = _schema(("group", STRING), ("topic", STRING), ("partition", INT32))
+    VALUE_SCHEMA_V0: ClassVar[Schema] = _schema(
+        ("upstreamOffset", INT64), ("offset", INT64), ("metadata", STRING)
+    )
+
+    group: str
+    topic: str
+    partition: int
+    upstream_offset: int
+    downstream_offset: int
+    metadata: str = ""
+
+    def key_bytes(self) -> bytes:
+        """The record key: group, topic, partition."""
+        return self.KEY_SCHEMA.write((self.group, self.topic, self.partition), what="Checkpoint key")
+
+    def value_bytes(self) -> bytes:
+        """The record value: version 0, upstream offset, downstream offset, metadata."""
+        return _VERSION_HEADER.write((self.VERSION,), what="Checkpoint value") + self.VALUE_SCHEMA_V0.write(
+            (self.upstream_offset, self.downstream_offset, self.metadata), what="Checkpoint value"
+        )
+
+    @classmethod
+    def decode(cls, key: bytes | None, value: bytes | None) -> Checkpoint:
+        """Read a checkpoint record back; raises :class:`FormatError` if the bytes are not one."""
+        group, topic, partition = cls.KEY_SCHEMA.read_exactly(
+            _bytes(key, "Checkpoint key"), what="Checkpoint key"
+        )
+        _, (upstream, downstream, metadata) = _read_versioned(
+            _bytes(value, "Checkpoint value"), {0: cls.VALUE_SCHEMA_V0}, what="Checkpoint value"
+        )
+        return cls(_s(group), _s(topic), _i(partition), _i(upstream), _i(downstream), _s(metadata))
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """MM2's heartbeat: emitted on the source as ``heartbeats``, replicated like data."""
+
+    VERSION: ClassVar[int] = 0
+    KEY_SCHEMA: ClassVar[Schema] = _schema(("sourceClusterAlias", STRING), ("targetClusterAlias", STRING))
+    VALUE_SCHEMA_V0: ClassVar[Schema] = _schema(("timestamp", INT64))
+
+    source_cluster_alias: str
+    target_cluster_alias: str
+    timestamp: int
+
+    def key_bytes(self) -> bytes:
+        """The record key: source alias, target alias."""
+        return self.KEY_SCHEMA.write(
+            (self.source_cluster_alias, self.target_cluster_alias), what="Heartbeat key"
+        )
+
+    def value_bytes(self) -> bytes:
+        """The record value: version 0, timestamp (ms)."""
+        return _VERSION_HEADER.write((self.VERSION,), what="Heartbeat value") + self.VALUE_SCHEMA_V0.write(
+            (self.timestamp,), what="Heartbeat value"
+        )
+
+    @classmethod
+    def decode(cls, key: bytes | None, value: bytes | None) -> Heartbeat:
+        """Read a heartbeat record back; raises :class:`FormatError` if the bytes are not one."""
+        source, target = cls.KEY_SCHEMA.read_exactly(_bytes(key, "Heartbeat key"), what="Heartbeat key")
+        _, (timestamp,) = _read_versioned(
+            _bytes(value, "Heartbeat value"), {0: cls.VALUE_SCHEMA_V0}, what="Heartbeat value"
+        )
+        return cls(_s(source), _s(target), _i(timestamp))
+
+
+@dataclass(frozen=True)
+class OffsetSync:
+    """MM2's offset sync: one (upstream, downstream) pair of a source partition.
+
+    Its value has no version field in MM2 (unlike Checkpoint and Heartbeat); so neither
+    has it here. Written to ``mm2-offset-syncs.<alias>.internal``.
+    """
+
+    KEY_SCHEMA: ClassVar[Schema] = _schema(("topic", STRING), ("partition", INT32))
+    VALUE_SCHEMA: ClassVar[Schema] = _schema(("upstreamOffset", INT64), ("offset", INT64))
+
+    topic: str
+    partition: int
+    upstream_offset: int
+    downstream_offset: int
+
+    def key_bytes(self) -> bytes:
+        """The record key: topic, partition (the source topic)."""
+        return self.KEY_SCHEMA.write((self.topic, self.partition), what="OffsetSync key")
+
+    def value_bytes(self) -> bytes:
+        """The record value: upstream offset, downstream offset."""
+        return self.VALUE_SCHEMA.write(
+            (self.upstream_offset, self.downstream_offset), what="OffsetSync value"
+        )
+
+    @classmethod
+    def decode(cls, key: bytes | None, value: bytes | None) -> OffsetSync:
+        """Read an offset-sync record back; raises :class:`FormatError` if the bytes are not one."""
+        topic, partition = cls.KEY_SCHEMA.read_exactly(_bytes(key, "OffsetSync key"), what="OffsetSync key")
+        upstream, downstream = cls.VALUE_SCHEMA.read_exactly(
+            _bytes(value, "OffsetSync value"), what="OffsetSync value"
+        )
+        return cls(_s(topic), _i(partition), _i(upstream), _i(downstream))
+
+
+@dataclass(frozen=True)
+class OffsetSegment:
+    """sparkmirror's offset-map record: ``count`` records of ``topic[partition]`` from
+    ``upstream_start`` were written downstream from ``downstream_start`` (layout in the module doc)."""
+
+    KEY_VERSION: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 0
+    KEY_SCHEMA_V0: ClassVar[Schema] = _schema(
+        ("topic", STRING), ("partition", INT32), ("upstream_start", INT64)
+    )
+    VALUE_SCHEMA_V0: ClassVar[Schema] = _schema(
+        ("upstream_start", INT64), ("downstream_start", INT64), ("count", INT64), ("written_at_ms", INT64)
+    )
+
+    topic: str
+    partition: int
+    upstream_start: int
+    downstream_start: int
+    count: int
+    written_at_ms: int
+
+    @classmethod
+    def encode_key(cls, topic: str, partition: int, upstream_start: int) -> bytes:
+        """The key of the segment of ``topic[partition]`` starting at ``upstream_start``
+        (also the key of the tombstone that deletes it)."""
+        return _VERSION_HEADER.write((cls.KEY_VERSION,), what="OffsetSegment key") + cls.KEY_SCHEMA_V0.write(
+            (topic, partition, upstream_start), what="OffsetSegment key"
+        )
+
+    @classmethod
+    def decode_key(cls, key: bytes | None) -> tuple[str, int, int]:
+        """``(topic, partition, upstream_start)`` from a key; tombstones have only a key."""
+        _, (topic, partition, upstream_start) = _read_versioned(
+            _bytes(key, "OffsetSegment key"), {0: cls.KEY_SCHEMA_V0}, what="OffsetSegment key"
+        )
+        return _s(topic), _i(partition), _i(upstream_start)
+
+    def key_bytes(self) -> bytes:
+        """The record key: key version 0, topic, partition, upstream start."""
+        return self.encode_key(self.topic, self.partition, self.upstream_start)
+
+    def value_bytes(self) -> bytes:
+        """The record value: version 0, upstream start, downstream start, count, written at (ms)."""
+        if self.count < 1:
+            raise FormatError(f"OffsetSegment value: count must be >= 1, got {self.count}")
+        return _VERSION_HEADER.write(
+            (self.VERSION,), what="OffsetSegment value"
+        ) + self.VALUE_SCHEMA_V0.write(
+            (self.upstream_start, self.downstream_start, self.count, self.written_at_ms),
+            what="OffsetSegment value",
+        )
+
+    @classmethod
+    def decode(cls, key: bytes | None, value: bytes | None) -> OffsetSegment:
+        """Read a segment record back; raises :class:`FormatError` on bad bytes, on a key
+        whose upstream start differs from the value's, or on a count below 1."""
+        topic, partition, key_start = cls.decode_key(key)
+        _, (upstream_start, downstream_start, count, written_at_ms) = _read_versioned(
+            _bytes(value, "OffsetSegment value"), {0: cls.VALUE_SCHEMA_V0}, what="OffsetSegment value"
+        )
+        if upstream_start != key_start:
+            raise FormatError(
+                f"OffsetSegment {topic}[{partition}]: key says upstream_start={key_start}, "
+                f"value says {upstream_start}"
+            )
+        if _i(count) < 1:
+            raise FormatError(
+                f"OffsetSegment {topic}[{partition}] upstream_start={key_start}: count={count} < 1"
+            )
+        return cls(topic, partition, key_start, _i(downstream_start), _i(count), _i(written_at_ms))

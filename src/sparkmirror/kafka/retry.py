@@ -1,0 +1,34 @@
+"""Retry a Kafka client call while Kafka itself says the error is retriable.
+
+Coordinators move and load (``NOT_COORDINATOR``,
+``COORDINATOR_LOAD_IN_PROGRESS``), leaders change: such errors pass on their
+own. Anything Kafka does not mark retriable is raised at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def retry_kafka(call: Callable[[], T], *, what: str, attempts: int = 10, max_delay_s: float = 5.0) -> T:
+    from confluent_kafka import KafkaException
+
+    delay = 0.2
+    for attempt in range(attempts):
+        try:
+            return call()
+        except KafkaException as exc:
+            err = exc.args[0]
+            if not err.retriable() or attempt == attempts - 1:
+                raise
+            log.debug("%s: %s; retrying in %.1fs", what, err.str(), delay)
+            time.sleep(delay)
+            delay = min(delay * 2, max_delay_s)
+    raise AssertionError("unreachable")

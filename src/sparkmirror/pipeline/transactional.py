@@ -1,0 +1,235 @@
+"""The exactly-once writer: one transaction per task on the target cluster.
+
+A task writes one source partition's offset range. Its producer's
+``transactional.id`` is stable per (flow, source topic, partition), so a
+retried, speculative or zombie attempt of the same range is fenced by
+``init_transactions``. After that call the task reads the flow's progress for
+its partition — the committed offset of the progress group on the remote
+topic, which is the next upstream offset still to mirror — and skips the
+records below it, so a replayed range is written once. The records, the
+dead-lettered ones (``errors.tolerance=all``) and the new progress
+(``send_offsets_to_transaction``, KIP-656's idea) are committed together.
+
+The target cluster, not Spark's checkpoint, is therefore the source of truth
+for progress: the job starts from it when no checkpoint exists.
+
+What it must never do: commit a transaction while a record of the range is
+neither acknowledged nor dead-lettered, or commit progress past a record it
+did not write. Any doubt aborts the transaction and fails the task.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from sparkmirror.kafka.retry import retry_kafka
+from sparkmirror.pipeline.writer import (
+    PartitionWrite,
+    WriteError,
+    WritePlan,
+    await_acks,
+    produce_batch,
+    settle_record_failures,
+    stats_batches,
+)
+
+log = logging.getLogger(__name__)
+
+_CACHE: dict[tuple[str, ...], Any] = {}
+_CACHE_LOCK = threading.Lock()
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def transactional_id(plan: WritePlan, topic: str, partition: int) -> str:
+    """Stable per (flow, source topic, partition): the fencing key."""
+    return f"{plan.transactional_id_prefix}{_UNSAFE.sub('_', topic)}-{partition}"
+
+
+def _cached(kind: str, key: str, plan: WritePlan, make: Any) -> Any:
+    cache_key = (kind, key, str(os.getpid()), *sorted(f"{k}={v}" for k, v in plan.producer_config.items()))
+    with _CACHE_LOCK:
+        obj = _CACHE.get(cache_key)
+        if obj is None:
+            obj = make()
+            _CACHE[cache_key] = obj
+        return obj
+
+
+def _forget(obj: Any) -> None:
+    with _CACHE_LOCK:
+        for k, v in list(_CACHE.items()):
+            if v is obj:
+                del _CACHE[k]
+
+
+def _tx_producer(plan: WritePlan, tid: str) -> Any:
+    from confluent_kafka import Producer
+
+    def make() -> Any:
+        conf = dict(plan.producer_config)
+        conf["transactional.id"] = tid
+        conf["transaction.timeout.ms"] = str(plan.transaction_timeout_ms)
+        conf.setdefault("client.id", f"sparkmirror-{plan.flow}")
+        p = Producer(conf)
+        # Fences any earlier producer with this id and completes (aborts) its
+        # open transaction, so the progress read next is stable.
+        retry_kafka(lambda: p.init_transactions(60), what=f"init_transactions({tid})")
+        return p
+
+    return _cached("producer", tid, plan, make)
+
+
+def _progress_consumer(plan: WritePlan) -> Any:
+    from confluent_kafka import Consumer
+
+    def make() -> Any:
+        conf = dict(plan.consumer_config)
+        conf.update(
+            {
+                "group.id": plan.progress_group,
+                "enable.auto.commit": "false",
+                "isolation.level": "read_committed",
+            }
+        )
+        return Consumer(conf)
+
+    return _cached("consumer", plan.progress_group, plan, make)
+
+
+def committed_progress(plan: WritePlan, remote: str, partition: int) -> int:
+    """The next upstream offset to mirror for this partition (-1: none yet)."""
+    from confluent_kafka import TopicPartition
+
+    consumer = _progress_consumer(plan)
+    (tp,) = retry_kafka(
+        lambda: consumer.committed([TopicPartition(remote, partition)], timeout=30),
+        what=f"reading progress of {remote}[{partition}]",
+    )
+    return int(tp.offset) if tp.offset >= 0 else -1
+
+
+def write_exactly_once(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any]:
+    """mapInArrow body in exactly-once mode."""
+    import pyarrow.compute as pc
+
+    producer: Any = None
+    parts: dict[tuple[str, int], PartitionWrite] = {}
+    current: tuple[str, int] | None = None
+    progress = -1
+    skipped = 0
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            topic = batch.column(2)[0].as_py()
+            partition = batch.column(3)[0].as_py()
+            if current is None:
+                current = (topic, partition)
+                tid = transactional_id(plan, topic, partition)
+                producer = _tx_producer(plan, tid)
+                progress = committed_progress(plan, plan.remote_topic(topic), partition)
+                producer.begin_transaction()
+            if (
+                pc.count_distinct(batch.column(2)).as_py() != 1
+                or pc.count_distinct(batch.column(3)).as_py() != 1
+                or (topic, partition) != current
+            ):
+                raise WriteError(
+                    f"flow={plan.flow}: a task received more than one source partition "
+                    f"({current[0]}[{current[1]}] and others); exactly-once needs Spark's default of one "
+                    "task per Kafka partition (do not set minPartitions or maxRecordsPerPartition)",
+                    terminal=True,
+                )
+            if progress >= 0:
+                keep = pc.greater_equal(batch.column(4), progress)
+                before = batch.num_rows
+                batch = batch.filter(keep)
+                skipped += before - batch.num_rows
+            produce_batch(producer, batch, plan, parts)
+            if plan.test_fail_after_records:
+                _test_hook_fail(producer, plan, parts)
+        if current is None:
+            return
+        await_acks(producer, plan, parts)
+        settle_record_failures(producer, plan, parts)
+        w = parts.get(current)
+        if w is not None and w.last_offset >= 0:
+            _commit(producer, plan, w)
+        else:
+            producer.abort_transaction(30)  # nothing new: every record was below the progress
+        if skipped:
+            log.info(
+                "flow=%s %s[%d] skipped %d records already committed on the target (progress=%d)",
+                plan.flow,
+                current[0],
+                current[1],
+                skipped,
+                progress,
+            )
+    except BaseException:
+        if producer is not None:
+            _abort_quietly(producer)
+        raise
+    yield from stats_batches(parts.values())
+
+
+def _test_hook_fail(producer: Any, plan: WritePlan, parts: dict[tuple[str, int], PartitionWrite]) -> None:
+    """TEST HOOK: fail the first attempt of a task mid-transaction, records already on the target."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    written = sum(w.records for w in parts.values())
+    if ctx is not None and ctx.attemptNumber() == 0 and written >= plan.test_fail_after_records:
+        producer.flush(30)
+        raise RuntimeError(f"injected task failure after {written} records (test hook)")
+
+
+def _commit(producer: Any, plan: WritePlan, w: PartitionWrite) -> None:
+    from confluent_kafka import KafkaException, TopicPartition
+
+    group_md = _progress_consumer(plan).consumer_group_metadata()
+    position = [TopicPartition(w.remote, w.partition, w.last_offset + 1)]
+    retry_kafka(
+        lambda: producer.send_offsets_to_transaction(position, group_md, 60),
+        what=f"send_offsets_to_transaction({w.remote}[{w.partition}])",
+    )
+    deadline = time.monotonic() + plan.transaction_timeout_ms / 1000
+    while True:
+        try:
+            producer.commit_transaction(60)
+            return
+        except KafkaException as exc:
+            err = exc.args[0]
+            # Kafka's rule: a retriable commit error (a timeout) is retried as
+            # is; one that requires an abort aborts and replays the range; a
+            # fatal one (fenced) never commits.
+            if err.retriable() and time.monotonic() < deadline:
+                log.warning(
+                    "flow=%s %s[%d] commit_transaction: %s; retrying",
+                    plan.flow,
+                    w.topic,
+                    w.partition,
+                    err.str(),
+                )
+                continue
+            fenced = "FENCED" in err.name() or err.fatal()
+            raise WriteError(
+                f"flow={plan.flow} {w.topic}[{w.partition}] offsets {w.first_offset}..{w.last_offset}: "
+                f"transaction not committed ({err.name()}: {err.str()}); "
+                + ("another writer of this partition took over" if fenced else "the range will be replayed"),
+                terminal=False,
+            ) from None
+
+
+def _abort_quietly(producer: Any) -> None:
+    try:
+        producer.abort_transaction(30)
+    except Exception:  # noqa: BLE001 - fatal/fenced producers cannot abort; drop them
+        pass
+    _forget(producer)

@@ -1,0 +1,177 @@
+"""Exactly-once mirroring: zero duplicates and zero loss through crashes.
+
+Source records are produced partly inside transactions, some of which abort.
+The `sparkmirror run` process is SIGKILLed five times at random moments and
+restarted; a task fails mid-transaction; the Spark checkpoint is deleted
+between runs. Afterwards a read_committed consumer on B sees every committed
+source record exactly once, in source order per partition, and no aborted one.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from kafka_helpers import create_topics, read_partition, run_cli, sparkmirror_cmd, unique, write_config
+
+RECORDS = 200_000
+PARTITIONS = 6
+EOS = "exactly.once.source.support = enabled\nsparkmirror.batch.max.records = 20000\n"
+
+
+def _produce(
+    bootstrap: str,
+    topic: str,
+    total: int,
+    *,
+    rate: float,
+    seed: int,
+    committed: dict[int, list[bytes]],
+    errors: list[object],
+    first: int = 0,
+) -> None:
+    """Plain records and transactions (about one in four aborted), spread over time."""
+    rng = random.Random(seed)
+    plain = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 10}
+    )
+    tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("tx-src"), "linger.ms": 10})
+    tx.init_transactions(60)
+    start = time.monotonic()
+    i = first
+    total += first
+
+    def send(p: Producer, n: int, keep: bool) -> None:
+        nonlocal i
+        for _ in range(n):
+            part = i % PARTITIONS
+            value = f"{i}".encode()
+            while True:
+                try:
+                    p.produce(
+                        topic,
+                        value=value,
+                        key=str(i).encode(),
+                        partition=part,
+                        on_delivery=lambda err, _m: errors.append(err) if err else None,
+                    )
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            if keep:
+                committed[part].append(value)
+            i += 1
+
+    while i < total:
+        n = min(rng.randint(50, 500), total - i)
+        kind = rng.random()
+        if kind < 0.5:
+            send(plain, n, True)
+            plain.poll(0)
+        else:
+            tx.begin_transaction()
+            abort = kind < 0.625
+            send(tx, n, not abort)
+            tx.flush(60)  # the aborted records really reach the log
+            if abort:
+                tx.abort_transaction(60)
+            else:
+                tx.commit_transaction(60)
+        ahead = (i - first) / rate - (time.monotonic() - start)
+        if ahead > 0:
+            time.sleep(ahead)
+    plain.flush(120)
+
+
+def _assert_exactly_once(bootstraps: dict[str, str], topic: str, committed: dict[int, list[bytes]]) -> None:
+    for p in range(PARTITIONS):
+        # Source order is the log's order (two producers interleave), read committed.
+        source = [r.value for r in read_partition(bootstraps["A"], topic, p, timeout_s=180)]
+        assert sorted(source) == sorted(committed[p]), "the test's own bookkeeping is off"
+        got = [r.value for r in read_partition(bootstraps["B"], f"A.{topic}", p, timeout_s=180)]
+        dupes = len(got) - len(set(got))
+        missing = len(set(committed[p]) - set(got))
+        assert dupes == 0, f"A.{topic}[{p}]: {dupes} duplicates"
+        assert missing == 0, f"A.{topic}[{p}]: {missing} records lost"
+        assert got == source, f"A.{topic}[{p}]: order differs or aborted records leaked"
+
+
+def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path) -> None:
+    topic = unique("eos")
+    create_topics(bootstraps["A"], {topic: PARTITIONS})
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=tmp_path / "checkpoints",
+        extra=f"A->B.topics = {topic}\n{EOS}",
+    )
+    committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    errors: list[object] = []
+    seed = int(os.environ.get("SPARKMIRROR_TEST_SEED", "0")) or random.randrange(1 << 30)
+    print(f"seed={seed}")
+    producer = threading.Thread(
+        target=_produce,
+        args=(bootstraps["A"], topic, RECORDS),
+        kwargs={"rate": 2500.0, "seed": seed, "committed": committed, "errors": errors},
+        daemon=True,
+    )
+    producer.start()
+    rng = random.Random(seed)
+    log = tmp_path / "run.log"
+    with log.open("ab") as out:
+        for kill in range(5):
+            proc = subprocess.Popen(sparkmirror_cmd("run", str(cfg)), stdout=out, stderr=subprocess.STDOUT)
+            time.sleep(rng.uniform(10, 22))
+            assert proc.poll() is None, f"sparkmirror run exited early:\n{log.read_text()[-3000:]}"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+            print(f"SIGKILL #{kill + 1}")
+    producer.join(600)
+    assert not producer.is_alive() and not errors, errors
+
+    result = run_cli("run", str(cfg), "--once", timeout_s=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "mode=exactly-once" in result.stderr
+    _assert_exactly_once(bootstraps, topic, committed)
+    print(f"records={sum(len(v) for v in committed.values())} committed, kills=5, duplicates=0, lost=0")
+
+
+def test_task_failure_mid_transaction_and_deleted_checkpoint_leave_no_duplicate(
+    bootstraps, tmp_path: Path
+) -> None:
+    topic = unique("eos-fail")
+    create_topics(bootstraps["A"], {topic: PARTITIONS})
+    committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    errors: list[object] = []
+    _produce(bootstraps["A"], topic, 6_000, rate=1e9, seed=7, committed=committed, errors=errors)
+    assert not errors
+    checkpoints = tmp_path / "checkpoints"
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
+        extra=f"A->B.topics = {topic}\n{EOS}",
+    )
+    # Every task's first attempt dies after writing 300 records inside its
+    # transaction (flushed to the target, not committed).
+    result = run_cli("run", str(cfg), "--once", env={"SPARKMIRROR_TEST_FAIL_AFTER_RECORDS": "300"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "injected task failure" in result.stderr
+    _assert_exactly_once(bootstraps, topic, committed)
+
+    # More data, and the Spark checkpoint is lost: the target's progress rules.
+    _produce(bootstraps["A"], topic, 3_000, rate=1e9, seed=8, committed=committed, errors=errors, first=6_000)
+    shutil.rmtree(checkpoints)
+    result = run_cli("run", str(cfg), "--once")
+    assert result.returncode == 0, result.stderr[-3000:]
+    _assert_exactly_once(bootstraps, topic, committed)

@@ -18,7 +18,16 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from kafka_helpers import create_topics, read_partition, run_cli, sparkmirror_cmd, unique, write_config
+from kafka_helpers import (
+    create_topics,
+    end_offsets,
+    read_partition,
+    run_cli,
+    sparkmirror_cmd,
+    unique,
+    wait_for,
+    write_config,
+)
 
 RECORDS = 100_000
 PARTITIONS = 4
@@ -40,10 +49,10 @@ def _producer_thread(bootstrap: str, topic: str, done: threading.Event, errors: 
                 break
             except BufferError:
                 p.poll(0.05)
-        # Spread the load over ~65 s so that the kills land mid-stream.
+        # Spread the load over ~100 s so that the kills land mid-stream.
         if i % 1000 == 999:
             p.poll(0)
-            ahead = (i + 1) / 1500 - (time.monotonic() - start)
+            ahead = (i + 1) / 1000 - (time.monotonic() - start)
             if ahead > 0:
                 time.sleep(ahead)
     p.flush(120)
@@ -72,8 +81,15 @@ def test_sigkill_three_times_loses_nothing(bootstraps, tmp_path: Path) -> None:
     with log.open("ab") as out:
         while kills < 3:
             proc = subprocess.Popen(sparkmirror_cmd("run", str(cfg)), stdout=out, stderr=subprocess.STDOUT)
-            # Kill at a random moment once the JVM is up and batches flow.
-            time.sleep(rng.uniform(12, 25))
+            # Kill at a random moment after this run has written something.
+            before = sum(end_offsets(bootstraps["B"], f"A.{topic}").values())
+            wait_for(
+                lambda before=before: sum(end_offsets(bootstraps["B"], f"A.{topic}").values()) > before,
+                timeout_s=120,
+                what="this run to write to B",
+                interval_s=0.5,
+            )
+            time.sleep(rng.uniform(0, 8))
             assert proc.poll() is None, f"sparkmirror run exited early; see {log}:\n{log.read_text()[-3000:]}"
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)

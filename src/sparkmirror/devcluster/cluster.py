@@ -66,7 +66,15 @@ class BrokerState:
     log_dir: str = ""
 
     def is_running(self) -> bool:
-        return self.pid is not None and _pid_alive(self.pid)
+        return self.pid is not None and _pid_alive(self.pid) and self._is_our_broker(self.pid)
+
+    def _is_our_broker(self, pid: int) -> bool:
+        """The pid is still this broker, not a process that reused the number."""
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        return b"kafka.Kafka" in cmdline and str(Path(self.log_dir) / "server.properties").encode() in cmdline
 
 
 @dataclass

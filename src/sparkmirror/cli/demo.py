@@ -48,7 +48,11 @@ def demo(directory: Path, records: int) -> None:
         + ", ".join(f"{t} ({n:,})" for t, n in counts.items())
     )
     props = Path(directory).absolute() / "demo-mm2.properties"
-    props.write_text(demo_properties(boots["A"], boots["B"], Path(directory).absolute() / "checkpoints"))
+    # One checkpoint per incarnation of cluster A: a re-created A starts afresh.
+    source_id = DevClusters(directory).status()["A"].cluster_id
+    props.write_text(
+        demo_properties(boots["A"], boots["B"], Path(directory).absolute() / "checkpoints" / source_id)
+    )
     click.echo(f"mirroring A -> B with sparkmirror (config: {props}) ...")
     runners = Mirror(load_config(props), once=True).run()
     print_summary(runners)

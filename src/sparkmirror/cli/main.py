@@ -24,6 +24,19 @@ class _Group(click.Group):
         except SparkMirrorError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except Exception as exc:
+            # Kafka client and Spark (Py4J) errors: one clear line, exit 1.
+            kind = type(exc).__name__
+            if kind not in (
+                "KafkaException",
+                "Py4JJavaError",
+                "Py4JError",
+                "PySparkException",
+            ) and not kind.endswith("Exception"):
+                raise
+            first = next((line for line in str(exc).splitlines() if line.strip()), kind)
+            click.echo(f"error: {kind}: {first.strip()[:500]}", err=True)
+            ctx.exit(1)
 
 
 def _setup_logging(verbose: int) -> None:

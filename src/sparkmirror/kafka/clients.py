@@ -56,6 +56,12 @@ _JVM_ONLY = frozenset(
         "exclude.internal.topics",
         "allow.auto.create.topics",
         "client.dns.lookup",
+        "max.block.ms",
+        "metadata.max.idle.ms",
+        "ssl.enabled.protocols",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.certificates",
+        "transaction.timeout.ms",  # the exactly-once writer sets its own
     }
 )
 
@@ -134,8 +140,6 @@ def _jaas_to_librdkafka(jaas: str, *, role: str) -> dict[str, str]:
         options = dict(_JAAS_OPTION.findall(jaas))
         if "username" in options and "password" in options:
             return {"sasl.username": options["username"], "sasl.password": options["password"]}
-    if "OAuthBearerLoginModule" in jaas:
-        return {}
     raise ConfigError(
         f"{role}: sasl.jaas.config must use PlainLoginModule or ScramLoginModule with username and "
         "password (the only login modules the writer can use)",
@@ -143,29 +147,60 @@ def _jaas_to_librdkafka(jaas: str, *, role: str) -> dict[str, str]:
     )
 
 
-def producer_config(java_props: Mapping[str, Any]) -> dict[str, str]:
-    """The writer's producer: Java defaults, operator overrides, then safety."""
+def producer_config(java_props: Mapping[str, Any], *, key_prefix: str = "producer") -> dict[str, str]:
+    """The writer's producer: Java defaults, operator overrides, then safety.
+
+    ``key_prefix`` is how the operator would name the producer's keys
+    (``B.producer``), for error messages.
+    """
     conf = dict(PRODUCER_DEFAULTS)
     conf.update(librdkafka_config(java_props, role="producer"))
     overridden = {k for k in PRODUCER_SAFETY if k in conf and conf[k].lower() != PRODUCER_SAFETY[k]}
     if "acks" in overridden and conf["acks"] not in ("all", "-1"):
         raise ConfigError(
-            f"producer acks={conf['acks']} would allow data loss; sparkmirror writes with acks=all",
-            key="producer.acks",
+            f"{key_prefix}.acks={conf['acks']} would allow data loss; sparkmirror writes with acks=all",
+            key=f"{key_prefix}.acks",
         )
     if "enable.idempotence" in overridden:
         raise ConfigError(
-            "producer enable.idempotence=false would allow duplicates and reordering on retry; "
+            f"{key_prefix}.enable.idempotence=false would allow duplicates and reordering on retry; "
             "sparkmirror writes with the idempotent producer",
-            key="producer.enable.idempotence",
+            key=f"{key_prefix}.enable.idempotence",
         )
     conf.update({k: v for k, v in PRODUCER_SAFETY.items() if k not in conf or k in overridden})
     if int(conf["max.in.flight.requests.per.connection"]) > 5:
         raise ConfigError(
-            "producer max.in.flight.requests.per.connection must be at most 5 with idempotence",
-            key="producer.max.in.flight.requests.per.connection",
+            f"{key_prefix}.max.in.flight.requests.per.connection must be at most 5 with idempotence",
+            key=f"{key_prefix}.max.in.flight.requests.per.connection",
         )
     return conf
+
+
+_PROPERTY = re.compile(r'(?:property|Configuration property)[:\s]+"([^"]+)"')
+
+
+def validate_librdkafka(conf: Mapping[str, str], *, role: str, key_hint: str) -> None:
+    """Have librdkafka check ``conf`` now, on the driver, before Spark starts.
+
+    librdkafka checks names and values when the client is created (the client
+    is dropped at once). Its messages can quote values, which may be secrets,
+    so only the property name is passed on.
+    """
+    from confluent_kafka import KafkaException, Producer
+
+    quiet = {**conf, "log_level": 0, "logger": logging.getLogger("sparkmirror.kafka.librdkafka")}
+    try:
+        Producer(quiet).flush(0)
+    except KafkaException as exc:
+        text = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+        m = _PROPERTY.search(text)
+        prop = m.group(1) if m else "?"
+        kind = "unknown to" if "No such" in text else "has a value not accepted by"
+        raise ConfigError(
+            f"{role} property {prop!r} {kind} the writer's Kafka client (librdkafka); set it as "
+            f"{key_hint}.{prop} only if librdkafka knows it, or remove it",
+            key=f"{key_hint}.{prop}",
+        ) from None
 
 
 def admin_config(java_props: Mapping[str, Any]) -> dict[str, str]:

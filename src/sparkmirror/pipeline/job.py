@@ -29,14 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkmirror.errors import SparkMirrorError
-from sparkmirror.kafka.clients import librdkafka_config, new_admin, producer_config
+from sparkmirror.errors import ConfigError, SparkMirrorError
+from sparkmirror.kafka.clients import librdkafka_config, new_admin, producer_config, validate_librdkafka
 from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.pipeline.writer import (
     INPUT_COLUMNS,
     RESULT_SCHEMA,
     TERMINAL_MARKER,
+    WriteError,
     WritePlan,
     write_arrow_batches,
 )
@@ -56,6 +57,25 @@ _SPARK_MANAGED = frozenset(
 )
 
 _RESTART_BACKOFF_S = (1, 2, 5, 10, 30, 60)
+
+
+def validate_clients(flow: Any) -> None:
+    """Build every client configuration of a flow now, before Spark starts (errors exit 2)."""
+    validate_librdkafka(
+        producer_config(
+            flow.target_producer_props(reveal_secrets=True), key_prefix=f"{flow.target}.producer"
+        ),
+        role=f"flow={flow.name} target producer",
+        key_hint=f"{flow.target}.producer",
+    )
+    for props, role, hint in (
+        (flow.source_admin_props(reveal_secrets=True), "source admin", f"{flow.source}.admin"),
+        (flow.target_admin_props(reveal_secrets=True), "target admin", f"{flow.target}.admin"),
+        (flow.target_consumer_props(reveal_secrets=True), "target consumer", f"{flow.target}.consumer"),
+    ):
+        validate_librdkafka(
+            librdkafka_config(props, role=role), role=f"flow={flow.name} {role}", key_hint=hint
+        )
 
 
 def progress_group(flow: Any) -> str:
@@ -86,6 +106,7 @@ class FlowProgress:
     dead_lettered: int = 0
     lag: int | None = None
     restarts: int = 0
+    lost_on_source: int = 0
     per_topic: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _last_report: tuple[float, int] = (0.0, 0)
@@ -178,6 +199,8 @@ class FlowRunner:
         self._next_config_sync = 0.0
         self._restart_at: float | None = None
         self._failures = 0
+        self._next_offset: dict[tuple[str, int], int] = {}
+        self._identity_checked = False
         self.finished = False
 
     @property
@@ -187,12 +210,60 @@ class FlowRunner:
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> None:
+        if not self._identity_checked:
+            self._check_checkpoint_identity()
+            self._identity_checked = True
         topics = self.topics.source_topics()
         self._ready_target(topics, configs=self.flow.sync_topic_configs_enabled)
         self._start_query(topics)
         now = time.monotonic()
         self._next_refresh = now + self.flow.refresh_topics_interval_seconds
         self._next_config_sync = now + self.flow.sync_topic_configs_interval_seconds
+
+    def _check_checkpoint_identity(self) -> None:
+        """Refuse a checkpoint written for other clusters.
+
+        Spark's checkpoint holds source offsets and nothing else: pointed at a
+        rebuilt source cluster with the same alias, it would silently skip
+        that many records of every partition. A small file beside it records
+        the cluster ids it belongs to.
+        """
+        location = self.checkpoint_dir
+        if "://" in location and not location.startswith("file:"):
+            log.info(
+                "flow=%s checkpoint %s (not local: cluster identity not checked)", self.flow.name, location
+            )
+            return
+        path = Path(location.removeprefix("file:"))
+        ident = path.with_name(path.name + ".clusters.json")
+        src = retry_kafka(
+            lambda: self.source_admin.describe_cluster(request_timeout=30).result(),
+            what="describe source cluster",
+        ).cluster_id
+        tgt = retry_kafka(
+            lambda: self.target_admin.describe_cluster(request_timeout=30).result(),
+            what="describe target cluster",
+        ).cluster_id
+        current = {
+            "source": {"alias": self.flow.source, "cluster_id": src},
+            "target": {"alias": self.flow.target, "cluster_id": tgt},
+        }
+        if path.exists() and ident.exists():
+            stored = json.loads(ident.read_text())
+            for side in ("source", "target"):
+                was, now = stored.get(side, {}).get("cluster_id"), current[side]["cluster_id"]
+                if was != now:
+                    raise FlowFailed(
+                        f"flow={self.flow.name}: the checkpoint {path} was written for {side} cluster id "
+                        f"{was} but {current[side]['alias']} is cluster id {now}; "
+                        "resuming would skip or repeat records. Use another "
+                        "sparkmirror.checkpoint.location, or delete the checkpoint to mirror from the start"
+                    )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ident.write_text(json.dumps(current, indent=2) + "\n")
+        log.info(
+            "flow=%s checkpoint %s (source cluster %s, target cluster %s)", self.flow.name, path, src, tgt
+        )
 
     def _ready_target(self, topics: dict[str, int], *, configs: bool) -> None:
         if self.flow.errors_tolerance == "all" and self.flow.dead_letter_topic:
@@ -239,9 +310,10 @@ class FlowRunner:
             .option("startingOffsets", "earliest")
             .option("includeHeaders", "true")
             .option("kafka.isolation.level", "read_committed")
-            # Offsets deleted on the source before they were mirrored stop
-            # the flow rather than being skipped silently.
-            .option("failOnDataLoss", "true")
+            # Loss on the source is detected and reported by the runner
+            # (_check_source_loss); Spark's check would also stop the flow on
+            # deleted or newly matched topics, forever.
+            .option("failOnDataLoss", "false")
         )
         if self.flow.exactly_once:
             # Used only when there is no checkpoint: the target's progress,
@@ -304,21 +376,76 @@ class FlowRunner:
         self.plan = dataclasses.replace(self.plan, producer_config=conf, max_record_bytes=limits)
 
     def _make_batch_fn(self) -> Callable[[Any, int], None]:
-        plan = self.plan
         stop = self._stop
-
-        def write(batches: Iterator[Any]) -> Iterator[Any]:
-            return write_arrow_batches(batches, plan)
 
         def process(batch_df: Any, batch_id: int) -> None:
             if stop.is_set():
-                raise _StopRequested(f"flow={plan.flow} batch {batch_id} abandoned: stop requested")
+                raise _StopRequested(f"flow={self.flow.name} batch {batch_id} abandoned: stop requested")
             self._ensure_partitions()
-            rows = batch_df.selectExpr(*INPUT_COLUMNS).mapInArrow(write, RESULT_SCHEMA).collect()
-            self.progress.add_batch([r.asDict() for r in rows])
+            plan = self.plan  # read per batch: topic limits may have changed
+
+            def write(batches: Iterator[Any]) -> Iterator[Any]:
+                return write_arrow_batches(batches, plan)
+
+            rows = [
+                r.asDict()
+                for r in batch_df.selectExpr(*INPUT_COLUMNS).mapInArrow(write, RESULT_SCHEMA).collect()
+            ]
+            refusals = sorted(r["error"] for r in rows if r["error"])
+            if refusals:
+                # Not committed: raising here fails the batch; the marker makes it terminal.
+                raise WriteError(refusals[0], terminal=True)
+            self._check_source_loss(rows)
+            self.progress.add_batch(rows)
             self._failures = 0
 
         return process
+
+    def _check_source_loss(self, rows: list[dict[str, Any]]) -> None:
+        """Say loudly when records expired on the source before they were mirrored.
+
+        Spark's own check (``failOnDataLoss``) is off because it also fires on
+        normal events (a topic deleted or newly matched with a log start above
+        0) and would then fail the query on every restart. Here a gap between
+        the last batch's end and this batch's first offset counts as loss only
+        when the source's log start offset has moved past the gap's start;
+        gaps from transaction markers and aborted records are not loss.
+        """
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        gaps = []
+        for r in rows:
+            key = (r["topic"], r["partition"])
+            expected = self._next_offset.get(key)
+            if r["last_offset"] >= 0:
+                self._next_offset[key] = r["last_offset"] + 1
+            if expected is not None and r["first_offset"] > expected:
+                gaps.append((r["topic"], r["partition"], expected, r["first_offset"]))
+        if not gaps:
+            return
+        request = {TopicPartition(t, p): OffsetSpec.earliest() for t, p, _e, _f in gaps}
+        try:
+            result = self.source_admin.list_offsets(request, request_timeout=30)
+            earliest = {(tp.topic, tp.partition): fut.result().offset for tp, fut in result.items()}
+        except Exception as exc:  # noqa: BLE001 - the check is best effort, the data path is not
+            log.warning("flow=%s cannot check source log start offsets: %s", self.flow.name, exc)
+            return
+        for topic, partition, expected, first in gaps:
+            start = earliest.get((topic, partition), -1)
+            if start > expected:
+                lost = min(start, first) - expected
+                self.progress.lost_on_source += lost
+                log.error(
+                    "flow=%s %s[%d] offsets %d..%d were deleted on the source (retention) before they were "
+                    "mirrored: %d records lost; raise the source's retention or the mirror's throughput",
+                    self.flow.name,
+                    topic,
+                    partition,
+                    expected,
+                    min(start, first) - 1,
+                    lost,
+                )
 
     def _ensure_partitions(self) -> None:
         """Grow remote topics before a batch that may hold new source partitions.
@@ -335,7 +462,35 @@ class FlowRunner:
 
     # -- supervision --------------------------------------------------------
     def poll(self) -> None:
-        """Called periodically from the main thread; raises FlowFailed."""
+        """Called periodically from the main thread; raises FlowFailed only.
+
+        A cluster that cannot be reached (admin requests time out) is not a
+        reason to stop mirroring: the step is retried with back-off.
+        """
+        try:
+            self._poll()
+        except (FlowFailed, ConfigError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - transient by assumption; logged each time
+            self._failures += 1
+            delay = _RESTART_BACKOFF_S[min(self._failures - 1, len(_RESTART_BACKOFF_S) - 1)]
+            log.warning(
+                "flow=%s %s: %s; trying again in %ds",
+                self.flow.name,
+                type(exc).__name__,
+                _first_line(str(exc)),
+                delay,
+            )
+            if self.once and self._failures >= _ONCE_MAX_FAILURES:
+                raise FlowFailed(
+                    f"flow={self.flow.name} failed {self._failures} times in a row: {exc}"
+                ) from None
+            if self.query is None:
+                self._restart_at = time.monotonic() + delay
+            else:
+                self._next_refresh = self._next_config_sync = time.monotonic() + delay
+
+    def _poll(self) -> None:
         now = time.monotonic()
         if self._restart_at is not None:
             if now >= self._restart_at and not self._stop.is_set():
@@ -363,6 +518,7 @@ class FlowRunner:
         if self.flow.sync_topic_configs_enabled and now >= self._next_config_sync:
             self._next_config_sync = now + self.flow.sync_topic_configs_interval_seconds
             self.topics.sync(self.subscribed, configs=True)
+            self._fit_writer_to_target(self.subscribed)
 
     def _refresh_topics(self) -> None:
         topics = self.topics.source_topics()
@@ -435,6 +591,8 @@ class FlowRunner:
         p = self.progress
         lag = "?" if p.lag is None else f"{p.lag:,}"
         extra = f" dead-lettered={p.dead_lettered:,}" if p.dead_lettered else ""
+        if p.lost_on_source:
+            extra += f" LOST-ON-SOURCE={p.lost_on_source:,}"
         return (
             f"flow={p.flow} records={p.records:,} rate={p.rate():,.0f}/s lag={lag} batches={p.batches}{extra}"
         )
@@ -477,6 +635,16 @@ class Mirror:
         first = config.flows[0].spark
         self.master = master or first.master
         self.spark_conf = {**first.spark_conf(reveal_secrets=True), **(spark_conf or {})}
+        for flow in config.flows[1:]:
+            if flow.spark.master != first.master or flow.spark.conf != first.conf:
+                log.warning(
+                    "flow=%s has its own sparkmirror.spark.* settings; all flows share one Spark session, "
+                    "which uses those of flow %s",
+                    flow.name,
+                    config.flows[0].name,
+                )
+        for flow in config.flows:
+            validate_clients(flow)
         self._stop = threading.Event()
         self.runners: list[FlowRunner] = []
         self.spark: Any = None

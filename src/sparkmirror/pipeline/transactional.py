@@ -157,9 +157,11 @@ def write_exactly_once(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any]
         if current is None:
             return
         await_acks(producer, plan, parts)
-        settle_record_failures(producer, plan, parts)
+        refused = settle_record_failures(producer, plan, parts)
         w = parts.get(current)
-        if w is not None and w.last_offset >= 0:
+        if refused:
+            producer.abort_transaction(30)  # the driver stops the flow; nothing of the range commits
+        elif w is not None and w.last_offset >= 0:
             _commit(producer, plan, w)
         else:
             producer.abort_transaction(30)  # nothing new: every record was below the progress

@@ -42,7 +42,7 @@ INPUT_COLUMNS = (
 RESULT_SCHEMA = (
     "topic string, partition int, records long, bytes long, "
     "first_offset long, last_offset long, first_target_offset long, last_target_offset long, "
-    "dead_lettered long, max_timestamp_ms long"
+    "dead_lettered long, max_timestamp_ms long, error string"
 )
 
 #: Marker the driver looks for in a failed batch's error text.
@@ -159,6 +159,12 @@ def _producer(plan: WritePlan) -> Any:
 
 
 def _discard_producer(producer: Any) -> None:
+    """Forget a producer after a failure; drop what it still queues (the batch replays)."""
+    try:
+        producer.purge()
+        producer.flush(0)
+    except Exception:  # noqa: BLE001 - best effort on a failed producer
+        pass
     with _PRODUCERS_LOCK:
         for k, v in list(_PRODUCERS.items()):
             if v is producer:
@@ -183,6 +189,7 @@ class PartitionWrite:
         "record_failures",
         "dead_lettered",
         "max_ts",
+        "refusal",
     )
 
     def __init__(self, topic: str, remote: str, partition: int) -> None:
@@ -200,6 +207,8 @@ class PartitionWrite:
         self.record_failures: list[tuple[int, Any, str]] = []
         self.dead_lettered = 0
         self.max_ts = -1
+        #: A terminal refusal (errors.tolerance=none): the driver stops the flow.
+        self.refusal: str | None = None
 
     def delivered(self, upstream: int, record: Any, err: Any, msg: Any) -> None:
         self.pending -= 1
@@ -255,6 +264,7 @@ def stats_batches(parts: Iterable[PartitionWrite]) -> Iterator[Any]:
             "last_target_offset": w.last_target,
             "dead_lettered": w.dead_lettered,
             "max_timestamp_ms": w.max_ts,
+            "error": w.refusal,
         }
         for w in parts
     ]
@@ -277,6 +287,7 @@ def _result_arrow_schema() -> Any:
             ("last_target_offset", pa.int64()),
             ("dead_lettered", pa.int64()),
             ("max_timestamp_ms", pa.int64()),
+            ("error", pa.string()),
         ]
     )
 
@@ -392,11 +403,17 @@ def await_acks(producer: Any, plan: WritePlan, parts: dict[tuple[str, int], Part
 
 def settle_record_failures(
     producer: Any, plan: WritePlan, parts: dict[tuple[str, int], PartitionWrite]
-) -> None:
-    """Records the target refused for good: stop, or dead-letter them."""
+) -> bool:
+    """Records the target refused for good: dead-letter them, or report the refusal.
+
+    Returns True when a refusal was recorded (``PartitionWrite.refusal``): the
+    task then returns normally with the refusal in its result row, and the
+    driver stops the flow without committing the batch. Raising instead would
+    make Spark retry the task, rewriting its range up to four times.
+    """
     failures = [(w, f) for w in parts.values() for f in sorted(w.record_failures, key=lambda f: f[0])]
     if not failures:
-        return
+        return False
     if plan.errors_tolerance != "all":
         w, (upstream, _record, reason) = failures[0]
         hint = (
@@ -405,11 +422,11 @@ def settle_record_failures(
             else "raise the target's max.message.bytes / the producer's max.request.size, "
             "or set errors.tolerance=all to send such records to the dead-letter topic"
         )
-        raise WriteError(
+        w.refusal = (
             f"flow={plan.flow} {w.topic}[{w.partition}] offset={upstream}: the target refused the record "
-            f"for {w.remote}[{w.partition}] ({reason}); {hint}",
-            terminal=True,
+            f"for {w.remote}[{w.partition}] ({reason}); {hint}"
         )
+        return True
     dlq_errors: list[str] = []
     for w, (upstream, record, reason) in failures:
         key, value, hdrs, ts = record
@@ -456,3 +473,4 @@ def settle_record_failures(
             + ("; ".join(dlq_errors[:3]) or f"{remaining} records unacknowledged"),
             terminal=False,
         )
+    return False

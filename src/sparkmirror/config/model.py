@@ -238,6 +238,12 @@ class FlowConfig(_Frozen):
     )
     """MM2's (Connect worker's) exactly-once switch, read globally, per target cluster
     (``B.exactly.once.source.support``) or per flow; ``enabled`` makes the flow exactly-once."""
+    emit_offset_syncs_enabled: bool = Field(default=True, alias="emit.offset-syncs.enabled")
+    """Also write MM2-format offset syncs (one per offset-map segment) for tools that read them."""
+    offset_syncs_topic_location: Literal["source", "target"] = Field(
+        default="source", alias="offset-syncs.topic.location"
+    )
+    """Cluster that holds ``mm2-offset-syncs.<target alias>.internal`` (MM2's default: the source)."""
     errors_tolerance: Literal["none", "all"] = Field(default="none", alias="errors.tolerance")
     """Connect's ``errors.tolerance``: ``none`` stops the flow on a non-retriable record error; ``all``
     writes the record and its error to ``dead_letter_topic`` and goes on."""

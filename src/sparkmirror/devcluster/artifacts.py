@@ -1,10 +1,12 @@
 """Fetch the JVM artifacts sparkmirror runs on, once, into a local cache.
 
-Two sets of jars come from Maven Central: Apache Kafka's broker
+Three sets of jars come from Maven Central: Apache Kafka's broker
 (``org.apache.kafka:kafka_2.13`` and its runtime dependencies) for the local
-dev clusters, and Spark's Kafka connector (``spark-sql-kafka-0-10_2.13`` of the
-installed pyspark's version) for the pipeline. Maven resolves them; after the
-first run everything is read from the cache and no network is needed.
+dev clusters, Spark's Kafka connector (``spark-sql-kafka-0-10_2.13`` of the
+installed pyspark's version) for the pipeline, and Kafka's MM2 client
+(``connect-mirror-client``) for the tests that check compatibility with it.
+Maven resolves them; after the first run everything is read from the cache
+and no network is needed.
 
 This module must never commit downloaded files to the project tree: the cache
 lives under ``$SPARKMIRROR_CACHE`` (default ``~/.cache/sparkmirror``).
@@ -74,6 +76,24 @@ def kafka_broker_artifacts(version: str = KAFKA_VERSION) -> ArtifactSet:
             "org.apache.logging.log4j:log4j-slf4j2-impl:2.24.3",
             "org.apache.logging.log4j:log4j-core:2.24.3",
             # log4j-slf4j2-impl binds SLF4J 2; Kafka's pom alone brings 1.7.
+            "org.slf4j:slf4j-api:2.0.16",
+        ),
+    )
+
+
+def mm2_client_artifacts(version: str = KAFKA_VERSION) -> ArtifactSet:
+    """Kafka's own MM2 client library (``RemoteClusterUtils``, ``MirrorClient``).
+
+    Not needed to run sparkmirror: tests use it to prove that an application on
+    Kafka's client reads the checkpoints and heartbeats sparkmirror writes.
+    """
+    return ArtifactSet(
+        name=f"connect-mirror-client-{version}",
+        coordinates=(
+            f"org.apache.kafka:connect-mirror-client:{version}",
+            # A no-op SLF4J binding keeps the client's log lines off the
+            # harness's stdout, which the tests parse.
+            "org.slf4j:slf4j-nop:2.0.16",
             "org.slf4j:slf4j-api:2.0.16",
         ),
     )
@@ -192,5 +212,5 @@ def fetch(artifacts: ArtifactSet, *, force: bool = False) -> Path:
 
 def fetch_all() -> dict[str, Path]:
     """Everything the demo, the tests and the pipeline need."""
-    sets = [kafka_broker_artifacts(), spark_kafka_artifacts()]
+    sets = [kafka_broker_artifacts(), spark_kafka_artifacts(), mm2_client_artifacts()]
     return {s.name: fetch(s) for s in sets}

@@ -1,0 +1,187 @@
+"""Checkpoints: consumer groups' source positions, translated exactly, written to the target.
+
+Every ``emit.checkpoints.interval.seconds`` the emitter reads the committed
+offsets of the source groups that match ``groups``/``groups.exclude``,
+translates each through the flow's offset map, and writes MM2 Checkpoint
+records (key: group, remote topic, partition) to
+``<source alias>.checkpoints.internal`` on the target, where Kafka's
+``RemoteClusterUtils.translateOffsets`` and sparkmirror's failover read them.
+
+Rules (their tests carry their names): nothing is emitted before the previous
+checkpoints were read back (KAFKA-15905) and before the offset map was loaded
+(KAFKA-13659); a checkpoint never moves backwards unless the source group
+rewound; group offsets are synced only to empty or absent groups on the
+target, and never backwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from sparkmirror.core.checkpoints import CheckpointState, group_offset_sync_decision
+from sparkmirror.core.formats import Checkpoint
+from sparkmirror.kafka.internal import COMPACTED, InternalTopicError, ensure_topic, read_to_end
+from sparkmirror.offsets.store import OffsetMapStore
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointEmitter:
+    def __init__(
+        self,
+        flow: Any,
+        source_admin: Any,
+        target_admin: Any,
+        store: OffsetMapStore,
+        producer_conf: dict[str, str],
+        consumer_conf: dict[str, str],
+        internal_groups: set[str],
+    ) -> None:
+        self.flow = flow
+        self.source_admin = source_admin
+        self.target_admin = target_admin
+        self.store = store
+        self.producer_conf = producer_conf
+        self.consumer_conf = consumer_conf
+        self.internal_groups = internal_groups
+        self.topic = str(flow.policy.checkpoints_topic(flow.source))
+        self.state = CheckpointState()
+        self._producer: Any = None
+        #: Last translated position per (group, remote topic, partition), for the group sync.
+        self.latest: dict[tuple[str, str, int], int] = {}
+
+    def ensure_topic(self) -> None:
+        ensure_topic(
+            self.target_admin,
+            self.topic,
+            replication_factor=self.flow.checkpoints_topic_replication_factor,
+            config=COMPACTED,
+            purpose=f"checkpoints of flow {self.flow.name}",
+        )
+
+    def restore(self) -> int:
+        """Read back what earlier runs emitted; required before emitting."""
+        previous = []
+        for key, value in read_to_end(self.consumer_conf, self.topic):
+            if key is None or value is None:
+                continue
+            previous.append(Checkpoint.decode(key, value))
+        self.state.restore(previous)
+        for cp in previous:
+            self.latest[(cp.group, cp.topic, cp.partition)] = cp.downstream_offset
+        log.info("flow=%s restored %d checkpoints from %s", self.flow.name, len(self.state), self.topic)
+        return len(self.state)
+
+    # -- source groups -------------------------------------------------------
+    def source_groups(self) -> list[str]:
+        result = self.source_admin.list_consumer_groups(request_timeout=30).result()
+        names = sorted(g.group_id for g in result.valid)
+        return [g for g in names if g not in self.internal_groups and self.flow.group_filter.matches(g)]
+
+    def group_offsets(self, admin: Any, group: str) -> dict[tuple[str, int], int]:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=30)
+        out = {}
+        for fut in futures.values():
+            for tp in fut.result().topic_partitions:
+                if tp.error is None and tp.offset >= 0:
+                    out[(tp.topic, tp.partition)] = tp.offset
+        return out
+
+    # -- emission ------------------------------------------------------------
+    def emit(self, mirrored: set[str]) -> int:
+        """One pass over the source groups; returns the number of checkpoints written."""
+        t0 = time.monotonic()
+        out: list[Checkpoint] = []
+        for group in self.source_groups():
+            for (topic, partition), upstream in sorted(self.group_offsets(self.source_admin, group).items()):
+                if topic not in mirrored:
+                    continue
+                translation = self.store.translate(topic, partition, upstream)
+                remote = self.flow.policy.format_remote_topic(self.flow.source, topic)
+                cp = self.state.next_checkpoint(group, remote, partition, upstream, translation)
+                if cp is not None:
+                    out.append(cp)
+                    self.latest[(group, remote, partition)] = cp.downstream_offset
+        if out:
+            self._write(out)
+        log.debug(
+            "flow=%s emitted %d checkpoints in %.0fms",
+            self.flow.name,
+            len(out),
+            (time.monotonic() - t0) * 1000,
+        )
+        return len(out)
+
+    def _write(self, checkpoints: list[Checkpoint]) -> None:
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            self._producer = Producer({**self.producer_conf, "linger.ms": "5"})
+        errors: list[str] = []
+        for cp in checkpoints:
+            self._producer.produce(
+                self.topic,
+                key=cp.key_bytes(),
+                value=cp.value_bytes(),
+                on_delivery=lambda err, _m: errors.append(err.str()) if err else None,
+            )
+        remaining = self._producer.flush(60)
+        if remaining or errors:
+            raise InternalTopicError(
+                f"flow={self.flow.name}: checkpoints not written to {self.topic}: "
+                + ("; ".join(errors[:3]) or f"{remaining} unacknowledged")
+            )
+
+    # -- group offset sync ----------------------------------------------------
+    def sync_group_offsets(self) -> int:
+        """Commit translated offsets to empty or absent groups on the target; never backwards."""
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        by_group: dict[str, dict[tuple[str, int], int]] = {}
+        for (group, remote, partition), downstream in self.latest.items():
+            by_group.setdefault(group, {})[(remote, partition)] = downstream
+        if not by_group:
+            return 0
+        described = self.target_admin.describe_consumer_groups(sorted(by_group), request_timeout=30)
+        committed = 0
+        for group, fut in described.items():
+            try:
+                members = fut.result().members
+            except Exception:  # noqa: BLE001 - an absent group is described as empty or errors; both are absent
+                members = []
+            active = bool(members)
+            if active:
+                log.info(
+                    "flow=%s group %s has %d active members on %s; not syncing its offsets",
+                    self.flow.name,
+                    group,
+                    len(members),
+                    self.flow.target,
+                )
+                continue
+            current = self.group_offsets(self.target_admin, group)
+            commits = []
+            for (remote, partition), downstream in sorted(by_group[group].items()):
+                ok, reason = group_offset_sync_decision(current.get((remote, partition)), downstream, active)
+                log.debug("flow=%s group %s %s[%d]: %s", self.flow.name, group, remote, partition, reason)
+                if ok:
+                    commits.append(TopicPartition(remote, partition, downstream))
+            if commits:
+                res = self.target_admin.alter_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(group, commits)], request_timeout=30
+                )
+                for f in res.values():
+                    f.result()
+                committed += len(commits)
+                log.info(
+                    "flow=%s synced %d offsets of group %s to %s",
+                    self.flow.name,
+                    len(commits),
+                    group,
+                    self.flow.target,
+                )
+        return committed

@@ -1,0 +1,124 @@
+"""Internal topics (offset map, checkpoints, heartbeats, offset syncs): create and read them.
+
+Internal topics are small and compacted (heartbeats excepted). Reading one
+"to the end" means up to the last stable offset with ``read_committed``: the
+offset map is written inside transactions in exactly-once mode, and a reader
+that stopped at the high watermark could wait for records it may never see.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from sparkmirror.errors import SparkMirrorError
+from sparkmirror.kafka.retry import retry_kafka
+
+log = logging.getLogger(__name__)
+
+
+class InternalTopicError(SparkMirrorError):
+    """An internal topic could not be created or read."""
+
+    retriable = True
+
+
+def ensure_topic(
+    admin: Any,
+    name: str,
+    *,
+    partitions: int = 1,
+    replication_factor: int = -1,
+    config: Mapping[str, str] | None = None,
+    purpose: str = "",
+) -> bool:
+    """Create ``name`` if it does not exist; True when it exists afterwards.
+
+    A replication factor larger than the cluster's broker count is lowered to
+    it with a warning, so a one-broker development cluster works with MM2's
+    defaults (3); production clusters keep what was configured.
+    """
+    from confluent_kafka.admin import NewTopic
+
+    md = retry_kafka(lambda: admin.list_topics(timeout=30), what=f"list topics for {name}")
+    if name in md.topics and md.topics[name].error is None:
+        return True
+    rf = int(replication_factor)
+    if rf > len(md.brokers):
+        log.warning(
+            "internal topic %s: replication factor %d > %d brokers; using %d (%s)",
+            name,
+            rf,
+            len(md.brokers),
+            len(md.brokers),
+            purpose or "set its *.replication.factor key",
+        )
+        rf = len(md.brokers)
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=rf, config=dict(config or {}))],
+        operation_timeout=30,
+    )
+    for fut in futures.values():
+        try:
+            fut.result()
+        except Exception as exc:  # noqa: BLE001
+            if "TOPIC_ALREADY_EXISTS" in str(exc):
+                return True
+            raise InternalTopicError(f"cannot create internal topic {name}: {exc}") from None
+    log.info("created internal topic %s (%s)", name, purpose)
+    return True
+
+
+COMPACTED = {"cleanup.policy": "compact"}
+
+
+def read_to_end(
+    consumer_conf: Mapping[str, Any], topic: str, *, timeout_s: float = 120.0
+) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """Every (key, value) of ``topic`` (all partitions), from the start to the current end."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    conf = dict(consumer_conf)
+    conf.update(
+        {
+            "group.id": f"sparkmirror-reader-{topic}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer = Consumer(conf)
+    try:
+        md = retry_kafka(lambda: consumer.list_topics(topic, timeout=30), what=f"metadata of {topic}")
+        tmd = md.topics.get(topic)
+        if tmd is None or tmd.error is not None:
+            return
+        parts = list(tmd.partitions)
+        ends = {}
+        for p in parts:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            ends[p] = high
+        pending = {p for p in parts if ends[p] > 0}
+        if not pending:
+            return
+        consumer.assign([TopicPartition(topic, p, 0) for p in pending])
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            if time.monotonic() > deadline:
+                raise InternalTopicError(f"reading {topic} to its end took longer than {timeout_s:.0f}s")
+            for msg in consumer.consume(1000, 1.0):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == err._PARTITION_EOF:
+                        pending.discard(msg.partition())
+                        continue
+                    raise InternalTopicError(f"reading {topic}[{msg.partition()}]: {err.str()}")
+                yield msg.key(), msg.value()
+                if msg.offset() >= ends[msg.partition()] - 1:
+                    pending.discard(msg.partition())
+    finally:
+        consumer.close()

@@ -1,0 +1,221 @@
+"""The offset map store: sparkmirror's exact upstream->downstream mapping, kept on the target.
+
+Segments (see :mod:`sparkmirror.core.offsetmap`) are records of a compacted
+topic on the target, ``sparkmirror-offset-map.<source alias>.internal``, keyed
+by (source topic, partition, upstream start): a replay from the same upstream
+start, or a segment extended by the next batch, replaces the earlier record.
+In exactly-once mode the writer puts them in the data's transaction; in
+at-least-once mode the driver writes them after the batch's records are
+acknowledged and before Spark commits the batch.
+
+Rules: nothing is translated before the topic was read to its end (the
+in-memory map refuses until :meth:`OffsetMapStore.load` marks it loaded);
+segments whose downstream range fell below the target partition's log start
+offset are pruned with tombstones, so storage follows retained data.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from sparkmirror.core.formats import OffsetSegment, OffsetSync
+from sparkmirror.core.offsetmap import OffsetMap, Segment, Translation
+from sparkmirror.kafka.internal import COMPACTED, InternalTopicError, ensure_topic, read_to_end
+
+log = logging.getLogger(__name__)
+
+
+def offset_map_topic(source_alias: str) -> str:
+    return f"sparkmirror-offset-map.{source_alias}.internal"
+
+
+class OffsetMapStore:
+    """The offset map of one flow: in memory (thread-safe) and on the target."""
+
+    def __init__(
+        self,
+        flow: Any,
+        target_admin: Any,
+        producer_conf: dict[str, str],
+        consumer_conf: dict[str, str],
+        source_admin: Any = None,
+        source_producer_conf: Any = None,
+    ) -> None:
+        self.flow = flow
+        self.topic = offset_map_topic(flow.source)
+        self.admin = target_admin
+        self.producer_conf = producer_conf
+        self.consumer_conf = consumer_conf
+        self.map = OffsetMap()
+        self._lock = threading.Lock()
+        self._producer: Any = None
+        # MM2-format offset syncs for tools that read them (emit.offset-syncs.enabled).
+        self.source_admin = source_admin
+        self.source_producer_conf = source_producer_conf
+        self._sync_producer: Any = None
+
+    # -- set-up ---------------------------------------------------------------
+    def ensure_topic(self) -> None:
+        ensure_topic(
+            self.admin,
+            self.topic,
+            replication_factor=self.flow.offset_syncs_topic_replication_factor,
+            config=COMPACTED,
+            purpose=f"offset map of flow {self.flow.name}",
+        )
+        if self._offset_syncs_enabled():
+            admin = self._offset_syncs_admin()
+            ensure_topic(
+                admin,
+                self.offset_syncs_topic(),
+                replication_factor=(self.flow.offset_syncs_topic_replication_factor),
+                config=COMPACTED,
+                purpose=f"MM2 offset syncs of flow {self.flow.name}",
+            )
+
+    def load(self) -> int:
+        """Read the topic to its end into memory; only then may translation run."""
+        t0 = time.monotonic()
+        fresh = OffsetMap()
+        n = 0
+        for key, value in read_to_end(self.consumer_conf, self.topic):
+            if key is None:
+                continue
+            topic, partition, upstream_start = OffsetSegment.decode_key(key)
+            if value is None:
+                fresh.discard(topic, partition, upstream_start)
+            else:
+                fresh.add(Segment.from_record(OffsetSegment.decode(key, value)))
+            n += 1
+        fresh.mark_loaded()
+        with self._lock:
+            self.map = fresh
+        log.info(
+            "flow=%s offset map loaded: %d segments from %d records of %s in %.1fs",
+            self.flow.name,
+            len(fresh),
+            n,
+            self.topic,
+            time.monotonic() - t0,
+        )
+        return len(fresh)
+
+    # -- what the writer needs ----------------------------------------------
+    def tails(self) -> dict[tuple[str, int], tuple[int, int, int]]:
+        """The last-written segment of each partition, for the writer to extend."""
+        out = {}
+        with self._lock:
+            for topic, partition in self.map.partitions():
+                pm = self.map.partition(topic, partition)
+                segs = pm.segments() if pm is not None else []
+                if segs:
+                    last = max(segs, key=lambda s: s.downstream_start)
+                    out[(topic, partition)] = (last.upstream_start, last.downstream_start, last.count)
+        return out
+
+    # -- updates ------------------------------------------------------------
+    def apply(self, segments: Iterable[Segment]) -> None:
+        """Record segments already durable on the target (exactly-once mode)."""
+        with self._lock:
+            self.map.add_all(segments)
+
+    def write(self, segments: list[Segment]) -> None:
+        """Make segments durable, then record them (at-least-once mode)."""
+        if not segments:
+            return
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            self._producer = Producer({**self.producer_conf, "linger.ms": "5"})
+        errors: list[str] = []
+        now = int(time.time() * 1000)
+        for seg in segments:
+            rec = seg.to_record(now)
+            self._producer.produce(
+                self.topic,
+                key=rec.key_bytes(),
+                value=rec.value_bytes(),
+                on_delivery=lambda err, _m: errors.append(err.str()) if err else None,
+            )
+        self.emit_offset_syncs(segments)
+        remaining = self._producer.flush(60)
+        if remaining or errors:
+            raise InternalTopicError(
+                f"flow={self.flow.name}: offset map segments not written to {self.topic}: "
+                + ("; ".join(errors[:3]) or f"{remaining} unacknowledged")
+            )
+        self.apply(segments)
+
+    def prune(self, log_starts: dict[tuple[str, int], int]) -> int:
+        """Drop segments below the remote partitions' log start offsets (``(source topic, p) -> start``)."""
+        removed: list[Segment] = []
+        with self._lock:
+            for (topic, partition), start in log_starts.items():
+                removed += self.map.prune(topic, partition, start)
+        if not removed:
+            return 0
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            self._producer = Producer(self.producer_conf)
+        for seg in removed:
+            key = OffsetSegment.encode_key(seg.topic, seg.partition, seg.upstream_start)
+            self._producer.produce(self.topic, key=key, value=None)
+        self._producer.flush(60)
+        log.info(
+            "flow=%s pruned %d offset-map segments below the target's log start", self.flow.name, len(removed)
+        )
+        return len(removed)
+
+    def translate(self, topic: str, partition: int, group_offset: int) -> Translation:
+        with self._lock:
+            return self.map.translate(topic, partition, group_offset)
+
+    def reverse_translate(self, topic: str, partition: int, downstream_offset: int) -> Translation:
+        with self._lock:
+            return self.map.reverse_translate(topic, partition, downstream_offset)
+
+    # -- MM2 offset syncs ------------------------------------------------------
+    def _offset_syncs_enabled(self) -> bool:
+        return bool(getattr(self.flow, "emit_offset_syncs_enabled", True))
+
+    def offset_syncs_topic(self) -> str:
+        # MM2 names it after the *target* cluster: mm2-offset-syncs.<target>.internal
+        return str(self.flow.policy.offset_syncs_topic(self.flow.target))
+
+    def _offset_syncs_location_is_source(self) -> bool:
+        return str(getattr(self.flow, "offset_syncs_topic_location", "source")) == "source"
+
+    def _offset_syncs_admin(self) -> Any:
+        return (
+            self.source_admin if self._offset_syncs_location_is_source() and self.source_admin else self.admin
+        )
+
+    def emit_offset_syncs(self, segments: Iterable[Segment]) -> None:
+        """One MM2 OffsetSync per segment start: where a run of 1:1 offsets begins."""
+        if not self._offset_syncs_enabled():
+            return
+        conf = (
+            self.source_producer_conf
+            if self._offset_syncs_location_is_source() and self.source_producer_conf
+            else self.producer_conf
+        )
+        if self._sync_producer is None:
+            from confluent_kafka import Producer
+
+            self._sync_producer = Producer({**conf, "linger.ms": "5"})
+        for seg in segments:
+            sync = OffsetSync(seg.topic, seg.partition, seg.upstream_start, seg.downstream_start)
+            self._sync_producer.produce(
+                self.offset_syncs_topic(), key=sync.key_bytes(), value=sync.value_bytes()
+            )
+        self._sync_producer.poll(0)
+
+    def close(self) -> None:
+        for p in (self._producer, self._sync_producer):
+            if p is not None:
+                p.flush(30)

@@ -1,0 +1,126 @@
+"""Translate one consumer group's source positions to the target, from what the target holds.
+
+Used by ``sparkmirror offsets translate`` (and by failover). The offset map is
+read from the target to its end before anything is translated. The group's
+positions come from the source cluster when it answers; otherwise from the
+last checkpoints on the target, and the report says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sparkmirror.config.model import reveal
+from sparkmirror.core.formats import Checkpoint
+from sparkmirror.kafka.clients import admin_config, librdkafka_config
+from sparkmirror.kafka.internal import read_to_end
+from sparkmirror.offsets.store import OffsetMapStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PartitionTranslation:
+    source_topic: str
+    partition: int
+    source_offset: int
+    remote_topic: str
+    target_offset: int | None
+    method: str
+    missing: int
+    explanation: str
+
+
+@dataclass
+class GroupTranslation:
+    flow: str
+    group: str
+    positions_from: str  # "source" or "checkpoints"
+    partitions: list[PartitionTranslation] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _quiet(conf: dict[str, str]) -> dict[str, Any]:
+    return {**conf, "logger": logging.getLogger("sparkmirror.kafka.librdkafka")}
+
+
+def source_positions(flow: Any, group: str, timeout_s: float = 10.0) -> dict[tuple[str, int], int] | None:
+    """The group's committed offsets on the source, or None when the source does not answer."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(_quiet(admin_config(flow.source_admin_props(reveal_secrets=True))))
+    try:
+        futures = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s
+        )
+        out = {}
+        for fut in futures.values():
+            for tp in fut.result(timeout=timeout_s + 5).topic_partitions:
+                if tp.error is None and tp.offset >= 0:
+                    out[(tp.topic, tp.partition)] = tp.offset
+        return out
+    except Exception as exc:  # noqa: BLE001 - an unreachable source is an expected case here
+        log.warning(
+            "flow=%s source cluster %s did not answer (%s); using checkpoints on %s",
+            flow.name,
+            flow.source,
+            str(exc).splitlines()[0][:200],
+            flow.target,
+        )
+        return None
+
+
+def checkpoint_positions(flow: Any, group: str) -> dict[tuple[str, int], int]:
+    """The group's last checkpointed source offsets, read from the target (keyed by source topic)."""
+    consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
+    topic = flow.policy.checkpoints_topic(flow.source)
+    latest: dict[tuple[str, int], int] = {}
+    for key, value in read_to_end(consumer, topic):
+        if key is None or value is None:
+            continue
+        cp = Checkpoint.decode(key, value)
+        if cp.group == group:
+            source_topic = (
+                flow.policy.original_topic(cp.topic) if flow.policy.topic_source(cp.topic) else cp.topic
+            )
+            latest[(source_topic, cp.partition)] = cp.upstream_offset
+    return latest
+
+
+def translate_group(flow: Any, group: str) -> GroupTranslation:
+    from confluent_kafka.admin import AdminClient
+
+    target_admin = AdminClient(_quiet(admin_config(flow.target_admin_props(reveal_secrets=True))))
+    consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
+    store = OffsetMapStore(flow, target_admin, {}, consumer)
+    store.load()
+    positions = source_positions(flow, group)
+    origin = "source"
+    if positions is None:
+        positions = checkpoint_positions(flow, group)
+        origin = "checkpoints"
+    mirrored = {t for t, _p in store.map.partitions()}
+    report = GroupTranslation(flow.name, group, origin)
+    for (topic, partition), offset in sorted(positions.items()):
+        if topic not in mirrored:
+            continue
+        tr = store.translate(topic, partition, offset)
+        report.partitions.append(
+            PartitionTranslation(
+                source_topic=topic,
+                partition=partition,
+                source_offset=offset,
+                remote_topic=flow.policy.format_remote_topic(flow.source, topic),
+                target_offset=tr.downstream_offset,
+                method=tr.method.name,
+                missing=tr.missing,
+                explanation=tr.explanation,
+            )
+        )
+    _ = reveal  # secrets stay inside the client configs above
+    return report

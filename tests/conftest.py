@@ -67,9 +67,7 @@ def checkpoints(tmp_path: Path) -> Path:
 _TIERS = ("unit", "integration", "e2e")
 
 
-def pytest_collection_modifyitems(
-    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-) -> None:
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every tier asked for (directly, or through ``tests``) must collect tests.
 
     pytest already fails on "no tests collected"; this also fails when one

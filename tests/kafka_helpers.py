@@ -30,10 +30,7 @@ def admin(bootstrap: str) -> AdminClient:
 def create_topics(bootstrap: str, topics: Mapping[str, int], config: Mapping[str, str] | None = None) -> None:
     client = admin(bootstrap)  # kept alive until the futures resolve
     futures = client.create_topics(
-        [
-            NewTopic(t, num_partitions=n, replication_factor=-1, config=dict(config or {}))
-            for t, n in topics.items()
-        ],
+        [NewTopic(t, num_partitions=n, replication_factor=-1, config=dict(config or {})) for t, n in topics.items()],
         operation_timeout=30,
     )
     for f in futures.values():
@@ -137,6 +134,10 @@ A.bootstrap.servers = {source}
 B.bootstrap.servers = {target}
 A->B.enabled = true
 replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+emit.checkpoints.interval.seconds = 2
 sparkmirror.checkpoint.location = {checkpoints}
 sparkmirror.trigger.interval.ms = 500
 sparkmirror.progress.interval.seconds = 2

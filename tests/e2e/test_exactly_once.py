@@ -40,9 +40,7 @@ def _produce(
 ) -> None:
     """Plain records and transactions (about one in four aborted), spread over time."""
     rng = random.Random(seed)
-    plain = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 10}
-    )
+    plain = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 10})
     tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("tx-src"), "linger.ms": 10})
     tx.init_transactions(60)
     start = time.monotonic()
@@ -145,9 +143,7 @@ def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path) ->
     print(f"records={sum(len(v) for v in committed.values())} committed, kills=5, duplicates=0, lost=0")
 
 
-def test_task_failure_mid_transaction_and_deleted_checkpoint_leave_no_duplicate(
-    bootstraps, tmp_path: Path
-) -> None:
+def test_task_failure_mid_transaction_and_deleted_checkpoint_leave_no_duplicate(bootstraps, tmp_path: Path) -> None:
     topic = unique("eos-fail")
     create_topics(bootstraps["A"], {topic: PARTITIONS})
     committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}

@@ -71,9 +71,7 @@ def test_sigkill_three_times_loses_nothing(bootstraps, tmp_path: Path) -> None:
     )
     done = threading.Event()
     errors: list[object] = []
-    producer = threading.Thread(
-        target=_producer_thread, args=(bootstraps["A"], topic, done, errors), daemon=True
-    )
+    producer = threading.Thread(target=_producer_thread, args=(bootstraps["A"], topic, done, errors), daemon=True)
     producer.start()
     rng = random.Random(int(os.environ.get("SPARKMIRROR_TEST_SEED", "0")) or None)
     log = tmp_path / "run.log"

@@ -96,8 +96,7 @@ def test_mirrors_through_a_standalone_cluster(bootstraps, spark_master, tmp_path
     create_topics(bootstraps["A"], {topic: 4})
     ts = int(time.time() * 1000)
     sent = {
-        p: [Rec(f"k{i}".encode(), f"{p}-{i}".encode(), (("h", b"v"),), ts + i) for i in range(250)]
-        for p in range(4)
+        p: [Rec(f"k{i}".encode(), f"{p}-{i}".encode(), (("h", b"v"),), ts + i) for i in range(250)] for p in range(4)
     }
     for p, recs in sent.items():
         produce(bootstraps["A"], topic, p, recs)

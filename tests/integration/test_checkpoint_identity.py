@@ -16,9 +16,7 @@ from sparkmirror.config import load_config
 from sparkmirror.pipeline.job import FlowFailed, Mirror
 
 
-def test_checkpoint_of_another_source_cluster_is_refused(
-    bootstraps, spark, tmp_path: Path, checkpoints
-) -> None:
+def test_checkpoint_of_another_source_cluster_is_refused(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
     topic = unique("ident")
     create_topics(bootstraps["A"], {topic: 1})
     produce(bootstraps["A"], topic, 0, [Rec(b"k", b"v", (), int(time.time() * 1000))])

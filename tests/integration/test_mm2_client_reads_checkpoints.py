@@ -44,9 +44,7 @@ def _write(bootstrap: str, topic: str, checkpoints: list[Checkpoint]) -> None:
     produce(bootstrap, topic, 0, [Rec(c.key_bytes(), c.value_bytes(), (), now) for c in checkpoints])
 
 
-def test_translate_offsets_returns_the_downstream_offsets_of_our_checkpoints(
-    bootstraps, mm2_workdir: Path
-) -> None:
+def test_translate_offsets_returns_the_downstream_offsets_of_our_checkpoints(bootstraps, mm2_workdir: Path) -> None:
     alias = _alias()
     topic = _checkpoints_topic(bootstraps["B"], alias)
     group, other_group = unique("app"), unique("other")
@@ -73,9 +71,7 @@ def test_translate_offsets_returns_the_downstream_offsets_of_our_checkpoints(
         (remote, 2): 4_000_000_001,
         (f"{alias}.payments", 0): 0,
     }
-    assert translate_offsets_with_mm2(bootstraps["B"], alias, other_group, workdir=mm2_workdir) == {
-        (remote, 0): 1
-    }
+    assert translate_offsets_with_mm2(bootstraps["B"], alias, other_group, workdir=mm2_workdir) == {(remote, 0): 1}
 
 
 def test_translate_offsets_trusts_the_last_checkpoint_not_the_highest(bootstraps, mm2_workdir: Path) -> None:
@@ -119,9 +115,7 @@ def test_remote_cluster_utils_finds_internal_topics_by_mm2_names(bootstraps, mm2
     assert replication_hops_with_mm2(bootstraps["B"], further, workdir=mm2_workdir) == 2
 
 
-def test_translate_offsets_reads_only_partition_0_of_the_checkpoints_topic(
-    bootstraps, mm2_workdir: Path
-) -> None:
+def test_translate_offsets_reads_only_partition_0_of_the_checkpoints_topic(bootstraps, mm2_workdir: Path) -> None:
     """Checkpoints anywhere but partition 0 are invisible to Kafka's client."""
     alias = _alias()
     topic = f"{alias}.checkpoints.internal"

@@ -19,9 +19,7 @@ from sparkmirror.config import load_config
 from sparkmirror.pipeline.job import Mirror
 
 
-def test_records_deleted_before_mirroring_are_reported(
-    bootstraps, spark, tmp_path: Path, checkpoints, caplog
-):
+def test_records_deleted_before_mirroring_are_reported(bootstraps, spark, tmp_path: Path, checkpoints, caplog):
     topic = unique("lost")
     create_topics(bootstraps["A"], {topic: 1})
     ts = int(time.time() * 1000)
@@ -55,12 +53,8 @@ def test_records_deleted_before_mirroring_are_reported(
                 what="the records that survived",
             )
             runner = mirror.runners[0]
-            wait_for(
-                lambda: runner.progress.lost_on_source == 50, timeout_s=10, what="the loss to be counted"
-            )
+            wait_for(lambda: runner.progress.lost_on_source == 50, timeout_s=10, what="the loss to be counted")
         finally:
             mirror.request_stop()
             thread.join(120)
-    assert any(
-        f"{topic}[0] offsets 100..149 were deleted on the source" in r.getMessage() for r in caplog.records
-    )
+    assert any(f"{topic}[0] offsets 100..149 were deleted on the source" in r.getMessage() for r in caplog.records)

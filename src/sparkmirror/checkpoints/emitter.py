@@ -22,10 +22,16 @@ from typing import Any
 
 from sparkmirror.core.checkpoints import CheckpointState, group_offset_sync_decision
 from sparkmirror.core.formats import Checkpoint
+from sparkmirror.kafka.groups import commit_offsets, committed_offsets
 from sparkmirror.kafka.internal import COMPACTED, InternalTopicError, ensure_topic, read_to_end
 from sparkmirror.offsets.store import OffsetMapStore
 
 log = logging.getLogger(__name__)
+
+
+# Groups of the mirror's own consumers (Spark's Kafka source, our readers):
+# never checkpointed, whatever ``groups`` says.
+_OWN_GROUP_PREFIXES = ("spark-kafka-source-", "sparkmirror-reader-", "__sparkmirror")
 
 
 class CheckpointEmitter:
@@ -38,6 +44,7 @@ class CheckpointEmitter:
         producer_conf: dict[str, str],
         consumer_conf: dict[str, str],
         internal_groups: set[str],
+        source_consumer_conf: dict[str, str],
     ) -> None:
         self.flow = flow
         self.source_admin = source_admin
@@ -46,6 +53,7 @@ class CheckpointEmitter:
         self.producer_conf = producer_conf
         self.consumer_conf = consumer_conf
         self.internal_groups = internal_groups
+        self.source_consumer_conf = source_consumer_conf
         self.topic = str(flow.policy.checkpoints_topic(flow.source))
         self.state = CheckpointState()
         self._producer: Any = None
@@ -78,28 +86,33 @@ class CheckpointEmitter:
     def source_groups(self) -> list[str]:
         result = self.source_admin.list_consumer_groups(request_timeout=30).result()
         names = sorted(g.group_id for g in result.valid)
-        return [g for g in names if g not in self.internal_groups and self.flow.group_filter.matches(g)]
-
-    def group_offsets(self, admin: Any, group: str) -> dict[tuple[str, int], int]:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=30)
-        out = {}
-        for fut in futures.values():
-            for tp in fut.result().topic_partitions:
-                if tp.error is None and tp.offset >= 0:
-                    out[(tp.topic, tp.partition)] = tp.offset
-        return out
+        return [
+            g
+            for g in names
+            if g not in self.internal_groups
+            and not g.startswith(_OWN_GROUP_PREFIXES)
+            and self.flow.group_filter.matches(g)
+        ]
 
     # -- emission ------------------------------------------------------------
-    def emit(self, mirrored: set[str]) -> int:
-        """One pass over the source groups; returns the number of checkpoints written."""
+    def emit(self, mirrored: dict[str, int]) -> int:
+        """One pass over the source groups (``mirrored``: topic -> partitions); returns checkpoints written."""
         t0 = time.monotonic()
         out: list[Checkpoint] = []
+        partitions = [(t, p) for t, n in sorted(mirrored.items()) for p in range(n)]
         for group in self.source_groups():
-            for (topic, partition), upstream in sorted(self.group_offsets(self.source_admin, group).items()):
-                if topic not in mirrored:
-                    continue
+            try:
+                positions = committed_offsets(self.source_consumer_conf, group, partitions, timeout_s=10)
+            except Exception as exc:  # noqa: BLE001 - one group's trouble must not stop the others
+                log.warning(
+                    "flow=%s cannot read the offsets of group %s on %s: %s",
+                    self.flow.name,
+                    group,
+                    self.flow.source,
+                    exc,
+                )
+                continue
+            for (topic, partition), upstream in sorted(positions.items()):
                 translation = self.store.translate(topic, partition, upstream)
                 remote = self.flow.policy.format_remote_topic(self.flow.source, topic)
                 cp = self.state.next_checkpoint(group, remote, partition, upstream, translation)
@@ -139,8 +152,6 @@ class CheckpointEmitter:
     # -- group offset sync ----------------------------------------------------
     def sync_group_offsets(self) -> int:
         """Commit translated offsets to empty or absent groups on the target; never backwards."""
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
         by_group: dict[str, dict[tuple[str, int], int]] = {}
         for (group, remote, partition), downstream in self.latest.items():
             by_group.setdefault(group, {})[(remote, partition)] = downstream
@@ -163,19 +174,15 @@ class CheckpointEmitter:
                     self.flow.target,
                 )
                 continue
-            current = self.group_offsets(self.target_admin, group)
-            commits = []
+            current = committed_offsets(self.consumer_conf, group, list(by_group[group]))
+            commits = {}
             for (remote, partition), downstream in sorted(by_group[group].items()):
                 ok, reason = group_offset_sync_decision(current.get((remote, partition)), downstream, active)
                 log.debug("flow=%s group %s %s[%d]: %s", self.flow.name, group, remote, partition, reason)
                 if ok:
-                    commits.append(TopicPartition(remote, partition, downstream))
+                    commits[(remote, partition)] = downstream
             if commits:
-                res = self.target_admin.alter_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(group, commits)], request_timeout=30
-                )
-                for f in res.values():
-                    f.result()
+                commit_offsets(self.consumer_conf, group, commits)
                 committed += len(commits)
                 log.info(
                     "flow=%s synced %d offsets of group %s to %s",

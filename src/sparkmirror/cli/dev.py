@@ -25,9 +25,7 @@ def dev() -> None:
 
 @dev.command()
 @click.option("--clusters", default="A,B", show_default=True, help="Cluster aliases to start.")
-@click.option(
-    "--brokers", default=1, show_default=True, type=click.IntRange(1, 5), help="Brokers per cluster."
-)
+@click.option("--brokers", default=1, show_default=True, type=click.IntRange(1, 5), help="Brokers per cluster.")
 @click.option(
     "--base-port",
     default=DEFAULT_BASE_PORT,
@@ -35,9 +33,7 @@ def dev() -> None:
     type=int,
     help="First port; each cluster takes 10 from here on.",
 )
-@click.option(
-    "--dir", "directory", default=str(DEFAULT_DIR), show_default=True, type=click.Path(path_type=Path)
-)
+@click.option("--dir", "directory", default=str(DEFAULT_DIR), show_default=True, type=click.Path(path_type=Path))
 def up(clusters: str, brokers: int, base_port: int, directory: Path) -> None:
     """Start clusters and print ALIAS=bootstrap servers, one line each."""
     from sparkmirror.devcluster.cluster import DevClusters
@@ -49,9 +45,7 @@ def up(clusters: str, brokers: int, base_port: int, directory: Path) -> None:
 
 @dev.command()
 @click.option("--clusters", default=None, help="Only these aliases (default: all).")
-@click.option(
-    "--dir", "directory", default=str(DEFAULT_DIR), show_default=True, type=click.Path(path_type=Path)
-)
+@click.option("--dir", "directory", default=str(DEFAULT_DIR), show_default=True, type=click.Path(path_type=Path))
 @click.option("--keep-data", is_flag=True, help="Keep the data so that `dev up` resumes it.")
 @click.option("--kill", is_flag=True, help="SIGKILL the brokers (simulate a crash).")
 def down(clusters: str | None, directory: Path, keep_data: bool, kill: bool) -> None:
@@ -63,9 +57,7 @@ def down(clusters: str | None, directory: Path, keep_data: bool, kill: bool) -> 
 
 
 @dev.command()
-@click.option(
-    "--dir", "directory", default=str(DEFAULT_DIR), show_default=True, type=click.Path(path_type=Path)
-)
+@click.option("--dir", "directory", default=str(DEFAULT_DIR), show_default=True, type=click.Path(path_type=Path))
 def status(directory: Path) -> None:
     """Say which clusters run, with their brokers."""
     from sparkmirror.devcluster.cluster import DevClusters

@@ -40,12 +40,8 @@ class _Group(click.Group):
 
 
 def _setup_logging(verbose: int) -> None:
-    level = (
-        logging.DEBUG if verbose > 1 else logging.INFO if verbose or os.environ.get("CI") else logging.INFO
-    )
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose or os.environ.get("CI") else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     # librdkafka and py4j are chatty at INFO.
     for noisy in ("py4j", "sparkmirror.kafka.librdkafka", "sparkmirror.devcluster.librdkafka"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -59,12 +55,13 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from sparkmirror.cli import demo, dev, run, setup
+    from sparkmirror.cli import demo, dev, offsets, run, setup
 
     cli.add_command(setup.setup)
     cli.add_command(dev.dev)
     cli.add_command(run.run)
     cli.add_command(demo.demo)
+    cli.add_command(offsets.offsets)
 
 
 _register()

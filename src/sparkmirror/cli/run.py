@@ -34,29 +34,19 @@ def print_summary(runners: list[Any]) -> None:
             continue
         rows = topic_counts(r.flow, r.source_admin, r.target_admin, r.subscribed)
         width = max(len(f"{c.source_topic} -> {c.remote_topic}") for c in rows)
-        click.echo(
-            f"  {'topic':<{width}}  partitions  records on {r.flow.source}  records on {r.flow.target}"
-        )
+        click.echo(f"  {'topic':<{width}}  partitions  records on {r.flow.source}  records on {r.flow.target}")
         for c in rows:
             name = f"{c.source_topic} -> {c.remote_topic}"
-            click.echo(
-                f"  {name:<{width}}  {c.partitions:>10}  {c.source_records:>12,}  {c.target_records:>12,}"
-            )
+            click.echo(f"  {name:<{width}}  {c.partitions:>10}  {c.source_records:>12,}  {c.target_records:>12,}")
 
 
 @click.command()
 @click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--clusters", default=None, help="Run only the flows whose target is one of these aliases (A,B)."
-)
+@click.option("--clusters", default=None, help="Run only the flows whose target is one of these aliases (A,B).")
 @click.option("--once", is_flag=True, help="Mirror what the source holds now, then stop.")
-@click.option(
-    "--master", default=None, help="Spark master URL (default: sparkmirror.spark.master or local[*])."
-)
+@click.option("--master", default=None, help="Spark master URL (default: sparkmirror.spark.master or local[*]).")
 @click.option("--spark-conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark setting (repeatable).")
-def run(
-    config: Path, clusters: str | None, once: bool, master: str | None, spark_conf: tuple[str, ...]
-) -> None:
+def run(config: Path, clusters: str | None, once: bool, master: str | None, spark_conf: tuple[str, ...]) -> None:
     """Mirror topics as configured in an MM2-format properties file."""
     from sparkmirror.config import load_config
     from sparkmirror.pipeline.job import Mirror

@@ -198,8 +198,7 @@ class _Loader:
                 if src not in alias_set or dst not in alias_set:
                     bad = src if src not in alias_set else dst
                     raise ConfigError(
-                        f"{key}: cluster alias {bad!r} is not in clusters; "
-                        f"known aliases: {', '.join(aliases)}",
+                        f"{key}: cluster alias {bad!r} is not in clusters; known aliases: {', '.join(aliases)}",
                         key=key,
                     )
                 if src == dst:
@@ -227,11 +226,7 @@ class _Loader:
     @staticmethod
     def _role(props: Mapping[str, str], role: str) -> dict[str, str]:
         prefix = f"{role}."
-        return {
-            k[len(prefix) :]: v
-            for k, v in props.items()
-            if k.startswith(prefix) and k not in _NOT_CLIENT_KEYS
-        }
+        return {k[len(prefix) :]: v for k, v in props.items() if k.startswith(prefix) and k not in _NOT_CLIENT_KEYS}
 
     @staticmethod
     def _cluster_prefixed(props: Mapping[str, str], prefix: str) -> dict[str, str]:
@@ -265,9 +260,7 @@ class _Loader:
 
     # -- flows ------------------------------------------------------------------------------------
     @staticmethod
-    def _spark(
-        top: Mapping[str, str], flow: Mapping[str, str] | None, flow_name: str | None
-    ) -> SparkSettings:
+    def _spark(top: Mapping[str, str], flow: Mapping[str, str] | None, flow_name: str | None) -> SparkSettings:
         data: dict[str, Any] = {}
         keys: dict[str, str] = {}
         conf: dict[str, str] = {}
@@ -391,12 +384,9 @@ class _Loader:
         top, per_cluster, per_flow = self.classify(aliases)
         clusters = {alias: self.cluster(alias, top, per_cluster[alias]) for alias in aliases}
         all_flows = tuple(
-            self.flow(clusters[src], clusters[dst], top, own, per_cluster[dst])
-            for (src, dst), own in per_flow.items()
+            self.flow(clusters[src], clusters[dst], top, own, per_cluster[dst]) for (src, dst), own in per_flow.items()
         )
-        flows = tuple(
-            f for f in all_flows if f.enabled and (self.restrict is None or f.target in self.restrict)
-        )
+        flows = tuple(f for f in all_flows if f.enabled and (self.restrict is None or f.target in self.restrict))
         for flow in flows:
             for cluster in (flow.source_cluster, flow.target_cluster):
                 if not cluster.bootstrap_servers:
@@ -407,9 +397,7 @@ class _Loader:
                         key=key,
                     )
         if self.unknown:
-            log.warning(
-                "Ignoring %d unknown configuration key(s): %s", len(self.unknown), ", ".join(self.unknown)
-            )
+            log.warning("Ignoring %d unknown configuration key(s): %s", len(self.unknown), ", ".join(self.unknown))
         return MirrorConfig(
             clusters=clusters,
             flows=flows,

@@ -127,9 +127,7 @@ class SparkSettings(_Frozen):
     """Spark master URL (``local[*]`` runs Spark inside the sparkmirror process)."""
     conf: ClientProps = Field(default_factory=dict, alias="sparkmirror.spark.conf")
     """Extra Spark configuration, from ``sparkmirror.spark.conf.<spark key> = value``."""
-    checkpoint_location: str = Field(
-        default="./.sparkmirror/checkpoints", alias="sparkmirror.checkpoint.location"
-    )
+    checkpoint_location: str = Field(default="./.sparkmirror/checkpoints", alias="sparkmirror.checkpoint.location")
     """Directory (or URI) under which each flow keeps its Spark checkpoint, one sub-directory per flow."""
     trigger_interval_ms: int = Field(default=1000, ge=0, alias="sparkmirror.trigger.interval.ms")
     """Micro-batch trigger interval in milliseconds (0: start the next batch at once)."""
@@ -195,9 +193,7 @@ class FlowConfig(_Frozen):
     """How often to look for new source topics and partitions."""
     sync_topic_configs_enabled: bool = Field(default=True, alias="sync.topic.configs.enabled")
     """Whether topic configs are copied to remote topics."""
-    sync_topic_configs_interval_seconds: int = Field(
-        default=600, ge=1, alias="sync.topic.configs.interval.seconds"
-    )
+    sync_topic_configs_interval_seconds: int = Field(default=600, ge=1, alias="sync.topic.configs.interval.seconds")
     """How often topic configs are copied."""
     config_properties_exclude: tuple[str, ...] = Field(
         default=DEFAULT_CONFIG_PROPERTIES_EXCLUDE, alias="config.properties.exclude"
@@ -211,15 +207,11 @@ class FlowConfig(_Frozen):
     """Interval between heartbeats."""
     emit_checkpoints_enabled: bool = Field(default=True, alias="emit.checkpoints.enabled")
     """Whether consumer group checkpoints are emitted to ``<source>.checkpoints.internal``."""
-    emit_checkpoints_interval_seconds: int = Field(
-        default=60, ge=1, alias="emit.checkpoints.interval.seconds"
-    )
+    emit_checkpoints_interval_seconds: int = Field(default=60, ge=1, alias="emit.checkpoints.interval.seconds")
     """Interval between checkpoints."""
     sync_group_offsets_enabled: bool = Field(default=False, alias="sync.group.offsets.enabled")
     """Whether translated offsets are committed to (empty) groups on the target."""
-    sync_group_offsets_interval_seconds: int = Field(
-        default=60, ge=1, alias="sync.group.offsets.interval.seconds"
-    )
+    sync_group_offsets_interval_seconds: int = Field(default=60, ge=1, alias="sync.group.offsets.interval.seconds")
     """Interval between group offset syncs."""
     refresh_groups_enabled: bool = Field(default=True, alias="refresh.groups.enabled")
     """Whether new consumer groups are looked for periodically."""
@@ -229,9 +221,7 @@ class FlowConfig(_Frozen):
     """Replication factor of the checkpoints topic (-1: broker default)."""
     heartbeats_topic_replication_factor: int = Field(default=3, alias="heartbeats.topic.replication.factor")
     """Replication factor of the heartbeats topic (-1: broker default)."""
-    offset_syncs_topic_replication_factor: int = Field(
-        default=3, alias="offset-syncs.topic.replication.factor"
-    )
+    offset_syncs_topic_replication_factor: int = Field(default=3, alias="offset-syncs.topic.replication.factor")
     """Replication factor of the offset-syncs topic and the offset map topic (-1: broker default)."""
     exactly_once_source_support: Literal["disabled", "preparing", "enabled"] = Field(
         default="disabled", alias="exactly.once.source.support"

@@ -140,6 +140,4 @@ def group_offset_sync_decision(
         return True, f"advancing the target offset from {current_target_offset} to {translated}"
     if translated == current_target_offset:
         return False, f"target offset already at {translated}"
-    return False, (
-        f"preventing target rewind: committed {current_target_offset} is ahead of translated {translated}"
-    )
+    return False, (f"preventing target rewind: committed {current_target_offset} is ahead of translated {translated}")

@@ -89,9 +89,7 @@ class Schema:
         for field, value in zip(self.fields, values, strict=True):
             if field.type == STRING:
                 if not isinstance(value, str):
-                    raise FormatError(
-                        f"{what}: field {field.name} must be a string, got {type(value).__name__}"
-                    )
+                    raise FormatError(f"{what}: field {field.name} must be a string, got {type(value).__name__}")
                 raw = value.encode("utf-8")
                 if len(raw) > _MAX_STRING_BYTES:
                     raise FormatError(
@@ -102,15 +100,11 @@ class Schema:
                 out += raw
             else:
                 if not isinstance(value, int) or isinstance(value, bool):
-                    raise FormatError(
-                        f"{what}: field {field.name} must be an int, got {type(value).__name__}"
-                    )
+                    raise FormatError(f"{what}: field {field.name} must be an int, got {type(value).__name__}")
                 try:
                     out += _FIXED[field.type].pack(value)
                 except struct.error:
-                    raise FormatError(
-                        f"{what}: field {field.name}={value} does not fit in {field.type}"
-                    ) from None
+                    raise FormatError(f"{what}: field {field.name}={value} does not fit in {field.type}") from None
         return bytes(out)
 
     def read(self, data: bytes, *, what: str, offset: int = 0) -> tuple[tuple[int | str, ...], int]:
@@ -122,9 +116,7 @@ class Schema:
                 length = self._fixed(_STRING_LEN, data, pos, what, f"{field.name} (STRING length)")
                 pos += _STRING_LEN.size
                 if length < 0:
-                    raise FormatError(
-                        f"{what}: field {field.name} has length {length}; null strings are not allowed"
-                    )
+                    raise FormatError(f"{what}: field {field.name} has length {length}; null strings are not allowed")
                 if pos + length > len(data):
                     raise FormatError(
                         f"{what}: truncated in field {field.name}: needs {length} bytes at byte {pos}, "
@@ -133,9 +125,7 @@ class Schema:
                 try:
                     values.append(data[pos : pos + length].decode("utf-8"))
                 except UnicodeDecodeError as err:
-                    raise FormatError(
-                        f"{what}: field {field.name} is not valid UTF-8 ({err.reason})"
-                    ) from None
+                    raise FormatError(f"{what}: field {field.name} is not valid UTF-8 ({err.reason})") from None
                 pos += length
             else:
                 codec = _FIXED[field.type]
@@ -174,9 +164,7 @@ def _bytes(data: bytes | bytearray | memoryview | None, what: str) -> bytes:
     return bytes(data)
 
 
-def _read_versioned(
-    data: bytes, schemas: dict[int, Schema], *, what: str
-) -> tuple[int, tuple[int | str, ...]]:
+def _read_versioned(data: bytes, schemas: dict[int, Schema], *, what: str) -> tuple[int, tuple[int | str, ...]]:
     (version,), pos = _VERSION_HEADER.read(data, what=what)
     assert isinstance(version, int)
     schema = schemas.get(version)
@@ -206,9 +194,7 @@ class Checkpoint:
 
     VERSION: ClassVar[int] = 0
     KEY_SCHEMA: ClassVar[Schema] = _schema(("group", STRING), ("topic", STRING), ("partition", INT32))
-    VALUE_SCHEMA_V0: ClassVar[Schema] = _schema(
-        ("upstreamOffset", INT64), ("offset", INT64), ("metadata", STRING)
-    )
+    VALUE_SCHEMA_V0: ClassVar[Schema] = _schema(("upstreamOffset", INT64), ("offset", INT64), ("metadata", STRING))
 
     group: str
     topic: str
@@ -230,9 +216,7 @@ class Checkpoint:
     @classmethod
     def decode(cls, key: bytes | None, value: bytes | None) -> Checkpoint:
         """Read a checkpoint record back; raises :class:`FormatError` if the bytes are not one."""
-        group, topic, partition = cls.KEY_SCHEMA.read_exactly(
-            _bytes(key, "Checkpoint key"), what="Checkpoint key"
-        )
+        group, topic, partition = cls.KEY_SCHEMA.read_exactly(_bytes(key, "Checkpoint key"), what="Checkpoint key")
         _, (upstream, downstream, metadata) = _read_versioned(
             _bytes(value, "Checkpoint value"), {0: cls.VALUE_SCHEMA_V0}, what="Checkpoint value"
         )
@@ -253,9 +237,7 @@ class Heartbeat:
 
     def key_bytes(self) -> bytes:
         """The record key: source alias, target alias."""
-        return self.KEY_SCHEMA.write(
-            (self.source_cluster_alias, self.target_cluster_alias), what="Heartbeat key"
-        )
+        return self.KEY_SCHEMA.write((self.source_cluster_alias, self.target_cluster_alias), what="Heartbeat key")
 
     def value_bytes(self) -> bytes:
         """The record value: version 0, timestamp (ms)."""
@@ -295,17 +277,13 @@ class OffsetSync:
 
     def value_bytes(self) -> bytes:
         """The record value: upstream offset, downstream offset."""
-        return self.VALUE_SCHEMA.write(
-            (self.upstream_offset, self.downstream_offset), what="OffsetSync value"
-        )
+        return self.VALUE_SCHEMA.write((self.upstream_offset, self.downstream_offset), what="OffsetSync value")
 
     @classmethod
     def decode(cls, key: bytes | None, value: bytes | None) -> OffsetSync:
         """Read an offset-sync record back; raises :class:`FormatError` if the bytes are not one."""
         topic, partition = cls.KEY_SCHEMA.read_exactly(_bytes(key, "OffsetSync key"), what="OffsetSync key")
-        upstream, downstream = cls.VALUE_SCHEMA.read_exactly(
-            _bytes(value, "OffsetSync value"), what="OffsetSync value"
-        )
+        upstream, downstream = cls.VALUE_SCHEMA.read_exactly(_bytes(value, "OffsetSync value"), what="OffsetSync value")
         return cls(_s(topic), _i(partition), _i(upstream), _i(downstream))
 
 
@@ -316,9 +294,7 @@ class OffsetSegment:
 
     KEY_VERSION: ClassVar[int] = 0
     VERSION: ClassVar[int] = 0
-    KEY_SCHEMA_V0: ClassVar[Schema] = _schema(
-        ("topic", STRING), ("partition", INT32), ("upstream_start", INT64)
-    )
+    KEY_SCHEMA_V0: ClassVar[Schema] = _schema(("topic", STRING), ("partition", INT32), ("upstream_start", INT64))
     VALUE_SCHEMA_V0: ClassVar[Schema] = _schema(
         ("upstream_start", INT64), ("downstream_start", INT64), ("count", INT64), ("written_at_ms", INT64)
     )
@@ -354,9 +330,7 @@ class OffsetSegment:
         """The record value: version 0, upstream start, downstream start, count, written at (ms)."""
         if self.count < 1:
             raise FormatError(f"OffsetSegment value: count must be >= 1, got {self.count}")
-        return _VERSION_HEADER.write(
-            (self.VERSION,), what="OffsetSegment value"
-        ) + self.VALUE_SCHEMA_V0.write(
+        return _VERSION_HEADER.write((self.VERSION,), what="OffsetSegment value") + self.VALUE_SCHEMA_V0.write(
             (self.upstream_start, self.downstream_start, self.count, self.written_at_ms),
             what="OffsetSegment value",
         )
@@ -371,11 +345,8 @@ class OffsetSegment:
         )
         if upstream_start != key_start:
             raise FormatError(
-                f"OffsetSegment {topic}[{partition}]: key says upstream_start={key_start}, "
-                f"value says {upstream_start}"
+                f"OffsetSegment {topic}[{partition}]: key says upstream_start={key_start}, value says {upstream_start}"
             )
         if _i(count) < 1:
-            raise FormatError(
-                f"OffsetSegment {topic}[{partition}] upstream_start={key_start}: count={count} < 1"
-            )
+            raise FormatError(f"OffsetSegment {topic}[{partition}] upstream_start={key_start}: count={count} < 1")
         return cls(topic, partition, key_start, _i(downstream_start), _i(count), _i(written_at_ms))

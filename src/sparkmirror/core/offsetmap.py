@@ -122,9 +122,7 @@ class Segment:
 
     def __post_init__(self) -> None:
         if self.count < 1:
-            raise OffsetMapError(
-                f"segment {self.topic}[{self.partition}]: count must be >= 1, got {self.count}"
-            )
+            raise OffsetMapError(f"segment {self.topic}[{self.partition}]: count must be >= 1, got {self.count}")
         if self.upstream_start < 0 or self.downstream_start < 0 or self.partition < 0:
             raise OffsetMapError(
                 f"segment {self.topic}[{self.partition}]: negative offset or partition "
@@ -156,9 +154,7 @@ class Segment:
     @classmethod
     def from_record(cls, record: OffsetSegment) -> Segment:
         """The segment a durable record describes."""
-        return cls(
-            record.topic, record.partition, record.upstream_start, record.downstream_start, record.count
-        )
+        return cls(record.topic, record.partition, record.upstream_start, record.downstream_start, record.count)
 
 
 def segments_from_offsets(
@@ -323,9 +319,7 @@ class PartitionMap:
             raise OffsetMapError(f"{self.topic}[{self.partition}]: cannot translate negative offset {g}")
         tp = f"{self.topic}[{self.partition}]"
         if not self._segments:
-            return Translation(
-                g, None, Method.NO_HISTORY, 0, f"{tp}: no offset-map segments for this partition"
-            )
+            return Translation(g, None, Method.NO_HISTORY, 0, f"{tp}: no offset-map segments for this partition")
         self._ensure_built()
         lo, hi, dlo = self._lo, self._hi, self._dlo
         i = bisect_right(lo, g) - 1
@@ -382,9 +376,7 @@ class PartitionMap:
             raise OffsetMapError(f"{self.topic}[{self.partition}]: cannot translate negative offset {d}")
         tp = f"{self.topic}[{self.partition}]"
         if not self._segments:
-            return Translation(
-                None, d, Method.NO_HISTORY, 0, f"{tp}: no offset-map segments for this partition"
-            )
+            return Translation(None, d, Method.NO_HISTORY, 0, f"{tp}: no offset-map segments for this partition")
         self._ensure_built()
         if d < self._min_d_start:
             u = self._min_u_start

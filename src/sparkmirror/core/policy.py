@@ -278,7 +278,5 @@ def should_replicate_topic(
     """
     if source_alias == target_alias:
         raise ValueError(f"source and target are the same cluster: {source_alias!r}")
-    selected = topic_filter.matches(topic) or (
-        heartbeats_replication_enabled and policy.is_heartbeats_topic(topic)
-    )
+    selected = topic_filter.matches(topic) or (heartbeats_replication_enabled and policy.is_heartbeats_topic(topic))
     return selected and not policy.is_internal_topic(topic) and not is_cycle(policy, topic, target_alias)

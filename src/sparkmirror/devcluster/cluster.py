@@ -187,13 +187,10 @@ class DevClusters:
             for p in (port, port + 1):
                 if _port_in_use(p):
                     raise DevClusterError(
-                        f"cannot start cluster {alias}: port {p} on 127.0.0.1 is in use "
-                        f"(choose another --base-port)"
+                        f"cannot start cluster {alias}: port {p} on 127.0.0.1 is in use (choose another --base-port)"
                     )
             cluster.brokers.append(
-                BrokerState(
-                    node_id=i + 1, port=port, controller_port=port + 1, log_dir=str(cdir / f"broker-{i + 1}")
-                )
+                BrokerState(node_id=i + 1, port=port, controller_port=port + 1, log_dir=str(cdir / f"broker-{i + 1}"))
             )
         (cdir / "log4j2.properties").write_text(_LOG4J2)
         for broker in cluster.brokers:
@@ -271,9 +268,7 @@ class DevClusters:
             )
 
     def _start_broker(self, cluster: ClusterState, broker: BrokerState, jars: list[Path]) -> int:
-        cmd = self._java(cluster, broker, jars, "kafka.Kafka") + [
-            str(Path(broker.log_dir) / "server.properties")
-        ]
+        cmd = self._java(cluster, broker, jars, "kafka.Kafka") + [str(Path(broker.log_dir) / "server.properties")]
         out = open(Path(broker.log_dir) / "stdout.log", "ab")  # noqa: SIM115 - handed to the child
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
@@ -295,7 +290,6 @@ class DevClusters:
         conf: dict[str, Any] = {
             "bootstrap.servers": cluster.bootstrap,
             "log_level": 0,
-            "logger": logging.getLogger("sparkmirror.devcluster.librdkafka"),
         }
         admin = AdminClient(conf)
         last_error: str = ""

@@ -16,9 +16,7 @@ log = logging.getLogger(__name__)
 SAMPLE_TOPICS: Mapping[str, int] = {"orders": 4, "payments": 3, "customers": 2}
 
 
-def create_topics(
-    bootstrap: str, topics: Mapping[str, int], *, config: Mapping[str, str] | None = None
-) -> None:
+def create_topics(bootstrap: str, topics: Mapping[str, int], *, config: Mapping[str, str] | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -52,9 +50,7 @@ def produce_sample(
         if err is not None:
             errors.append(err)
 
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 20}
-    )
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 20})
     counts = {}
     for topic, partitions in topics.items():
         for i in range(records_per_topic):

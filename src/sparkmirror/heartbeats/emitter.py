@@ -33,9 +33,7 @@ class HeartbeatEmitter:
         self.pairs: set[tuple[str, str]] = set()
         self._next = 0.0
 
-    def add_cluster(
-        self, alias: str, producer_conf: dict[str, str], admin: Any, replication_factor: int
-    ) -> None:
+    def add_cluster(self, alias: str, producer_conf: dict[str, str], admin: Any, replication_factor: int) -> None:
         if alias not in self.clusters:
             from confluent_kafka import Producer
 

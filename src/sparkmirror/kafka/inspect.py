@@ -32,9 +32,7 @@ def watermarks(admin: Any, topic: str, partitions: int) -> list[tuple[int, int]]
     return [(lows[p], highs[p]) for p in range(partitions)]
 
 
-def topic_counts(
-    flow: Any, source_admin: Any, target_admin: Any, topics: dict[str, int]
-) -> list[TopicCounts]:
+def topic_counts(flow: Any, source_admin: Any, target_admin: Any, topics: dict[str, int]) -> list[TopicCounts]:
     target_md = target_admin.list_topics(timeout=30).topics
     rows = []
     for topic, partitions in sorted(topics.items()):

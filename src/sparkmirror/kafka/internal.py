@@ -114,11 +114,12 @@ def read_to_end(
                 err = msg.error()
                 if err is not None:
                     if err.code() == err._PARTITION_EOF:
-                        pending.discard(msg.partition())
+                        pending.discard(msg.partition() or 0)
                         continue
                     raise InternalTopicError(f"reading {topic}[{msg.partition()}]: {err.str()}")
                 yield msg.key(), msg.value()
-                if msg.offset() >= ends[msg.partition()] - 1:
-                    pending.discard(msg.partition())
+                part, off = msg.partition(), msg.offset()
+                if part is not None and off is not None and off >= ends[part] - 1:
+                    pending.discard(part)
     finally:
         consumer.close()

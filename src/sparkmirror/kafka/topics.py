@@ -110,18 +110,14 @@ class TopicSync:
             )
         if not new:
             return
-        futures = self.target_admin.create_topics(
-            new, operation_timeout=_TIMEOUT_S, request_timeout=_TIMEOUT_S
-        )
+        futures = self.target_admin.create_topics(new, operation_timeout=_TIMEOUT_S, request_timeout=_TIMEOUT_S)
         for remote, fut in futures.items():
             try:
                 fut.result()
             except Exception as exc:  # noqa: BLE001 - inspected below
                 if _code(exc) == "TOPIC_ALREADY_EXISTS":
                     continue
-                raise TopicSyncError(
-                    f"flow={self.flow.name} cannot create remote topic {remote}: {exc}"
-                ) from None
+                raise TopicSyncError(f"flow={self.flow.name} cannot create remote topic {remote}: {exc}") from None
             log.info("flow=%s created remote topic %s", self.flow.name, remote)
             report.created.append(remote)
 
@@ -149,9 +145,7 @@ class TopicSync:
                 )
         if not grow:
             return
-        futures = self.target_admin.create_partitions(
-            grow, operation_timeout=_TIMEOUT_S, request_timeout=_TIMEOUT_S
-        )
+        futures = self.target_admin.create_partitions(grow, operation_timeout=_TIMEOUT_S, request_timeout=_TIMEOUT_S)
         for remote, fut in futures.items():
             try:
                 fut.result()
@@ -183,9 +177,7 @@ class TopicSync:
             try:
                 entries = fut.result()
             except Exception as exc:  # noqa: BLE001 - a topic deleted meanwhile; skip it
-                log.warning(
-                    "flow=%s cannot read configs of source topic %s: %s", self.flow.name, res.name, exc
-                )
+                log.warning("flow=%s cannot read configs of source topic %s: %s", self.flow.name, res.name, exc)
                 continue
             out[res.name] = {
                 name: entry.value
@@ -197,9 +189,7 @@ class TopicSync:
             }
         return out
 
-    def _alter_configs(
-        self, topics: list[str], source_configs: dict[str, dict[str, str]], report: SyncReport
-    ) -> None:
+    def _alter_configs(self, topics: list[str], source_configs: dict[str, dict[str, str]], report: SyncReport) -> None:
         from confluent_kafka.admin import (
             AlterConfigOpType,
             ConfigEntry,
@@ -215,9 +205,7 @@ class TopicSync:
         for res, fut in self.target_admin.describe_configs(resources, request_timeout=_TIMEOUT_S).items():
             try:
                 current[res.name] = {
-                    n: e.value
-                    for n, e in fut.result().items()
-                    if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+                    n: e.value for n, e in fut.result().items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
                 }
             except Exception:  # noqa: BLE001
                 continue
@@ -239,9 +227,7 @@ class TopicSync:
             try:
                 fut.result()
             except Exception as exc:  # noqa: BLE001 - configs are best effort, data is not
-                log.warning(
-                    "flow=%s cannot update configs of remote topic %s: %s", self.flow.name, res.name, exc
-                )
+                log.warning("flow=%s cannot update configs of remote topic %s: %s", self.flow.name, res.name, exc)
                 continue
             log.info("flow=%s updated configs of remote topic %s", self.flow.name, res.name)
             report.configs_updated.append(res.name)

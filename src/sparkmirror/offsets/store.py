@@ -166,9 +166,7 @@ class OffsetMapStore:
             key = OffsetSegment.encode_key(seg.topic, seg.partition, seg.upstream_start)
             self._producer.produce(self.topic, key=key, value=None)
         self._producer.flush(60)
-        log.info(
-            "flow=%s pruned %d offset-map segments below the target's log start", self.flow.name, len(removed)
-        )
+        log.info("flow=%s pruned %d offset-map segments below the target's log start", self.flow.name, len(removed))
         return len(removed)
 
     def translate(self, topic: str, partition: int, group_offset: int) -> Translation:
@@ -191,9 +189,7 @@ class OffsetMapStore:
         return str(getattr(self.flow, "offset_syncs_topic_location", "source")) == "source"
 
     def _offset_syncs_admin(self) -> Any:
-        return (
-            self.source_admin if self._offset_syncs_location_is_source() and self.source_admin else self.admin
-        )
+        return self.source_admin if self._offset_syncs_location_is_source() and self.source_admin else self.admin
 
     def emit_offset_syncs(self, segments: Iterable[Segment]) -> None:
         """One MM2 OffsetSync per segment start: where a run of 1:1 offsets begins."""
@@ -210,9 +206,7 @@ class OffsetMapStore:
             self._sync_producer = Producer({**conf, "linger.ms": "5"})
         for seg in segments:
             sync = OffsetSync(seg.topic, seg.partition, seg.upstream_start, seg.downstream_start)
-            self._sync_producer.produce(
-                self.offset_syncs_topic(), key=sync.key_bytes(), value=sync.value_bytes()
-            )
+            self._sync_producer.produce(self.offset_syncs_topic(), key=sync.key_bytes(), value=sync.value_bytes())
         self._sync_producer.poll(0)
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from sparkmirror.config.model import reveal
 from sparkmirror.core.formats import Checkpoint
 from sparkmirror.kafka.clients import admin_config, librdkafka_config
+from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.internal import read_to_end
 from sparkmirror.offsets.store import OffsetMapStore
 
@@ -45,25 +46,17 @@ class GroupTranslation:
 
 
 def _quiet(conf: dict[str, str]) -> dict[str, Any]:
-    return {**conf, "logger": logging.getLogger("sparkmirror.kafka.librdkafka")}
+    return {**conf, "log_level": 3}
 
 
-def source_positions(flow: Any, group: str, timeout_s: float = 10.0) -> dict[tuple[str, int], int] | None:
+def source_positions(
+    flow: Any, group: str, partitions: list[tuple[str, int]], timeout_s: float = 10.0
+) -> dict[tuple[str, int], int] | None:
     """The group's committed offsets on the source, or None when the source does not answer."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient(_quiet(admin_config(flow.source_admin_props(reveal_secrets=True))))
+    conf = librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer")
+    conf["log_level"] = "3"
     try:
-        futures = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s
-        )
-        out = {}
-        for fut in futures.values():
-            for tp in fut.result(timeout=timeout_s + 5).topic_partitions:
-                if tp.error is None and tp.offset >= 0:
-                    out[(tp.topic, tp.partition)] = tp.offset
-        return out
+        return committed_offsets(conf, group, partitions, timeout_s=timeout_s)
     except Exception as exc:  # noqa: BLE001 - an unreachable source is an expected case here
         log.warning(
             "flow=%s source cluster %s did not answer (%s); using checkpoints on %s",
@@ -85,9 +78,7 @@ def checkpoint_positions(flow: Any, group: str) -> dict[tuple[str, int], int]:
             continue
         cp = Checkpoint.decode(key, value)
         if cp.group == group:
-            source_topic = (
-                flow.policy.original_topic(cp.topic) if flow.policy.topic_source(cp.topic) else cp.topic
-            )
+            source_topic = flow.policy.original_topic(cp.topic) if flow.policy.topic_source(cp.topic) else cp.topic
             latest[(source_topic, cp.partition)] = cp.upstream_offset
     return latest
 
@@ -99,7 +90,7 @@ def translate_group(flow: Any, group: str) -> GroupTranslation:
     consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
     store = OffsetMapStore(flow, target_admin, {}, consumer)
     store.load()
-    positions = source_positions(flow, group)
+    positions = source_positions(flow, group, store.map.partitions())
     origin = "source"
     if positions is None:
         positions = checkpoint_positions(flow, group)

@@ -29,10 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkmirror.checkpoints.emitter import CheckpointEmitter
+from sparkmirror.config.model import reveal
+from sparkmirror.core.offsetmap import Segment
 from sparkmirror.errors import ConfigError, SparkMirrorError
+from sparkmirror.heartbeats.emitter import HeartbeatEmitter
 from sparkmirror.kafka.clients import librdkafka_config, new_admin, producer_config, validate_librdkafka
+from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.kafka.topics import TopicSync
+from sparkmirror.offsets.store import OffsetMapStore, offset_map_topic
 from sparkmirror.pipeline.writer import (
     INPUT_COLUMNS,
     RESULT_SCHEMA,
@@ -62,9 +68,7 @@ _RESTART_BACKOFF_S = (1, 2, 5, 10, 30, 60)
 def validate_clients(flow: Any) -> None:
     """Build every client configuration of a flow now, before Spark starts (errors exit 2)."""
     validate_librdkafka(
-        producer_config(
-            flow.target_producer_props(reveal_secrets=True), key_prefix=f"{flow.target}.producer"
-        ),
+        producer_config(flow.target_producer_props(reveal_secrets=True), key_prefix=f"{flow.target}.producer"),
         role=f"flow={flow.name} target producer",
         key_hint=f"{flow.target}.producer",
     )
@@ -73,9 +77,7 @@ def validate_clients(flow: Any) -> None:
         (flow.target_admin_props(reveal_secrets=True), "target admin", f"{flow.target}.admin"),
         (flow.target_consumer_props(reveal_secrets=True), "target consumer", f"{flow.target}.consumer"),
     ):
-        validate_librdkafka(
-            librdkafka_config(props, role=role), role=f"flow={flow.name} {role}", key_hint=hint
-        )
+        validate_librdkafka(librdkafka_config(props, role=role), role=f"flow={flow.name} {role}", key_hint=hint)
 
 
 def progress_group(flow: Any) -> str:
@@ -184,14 +186,36 @@ class FlowRunner:
             errors_tolerance=flow.errors_tolerance,
             dead_letter_topic=flow.dead_letter_topic,
             exactly_once=flow.exactly_once,
+            offset_map_topic=offset_map_topic(flow.source),
             progress_group=progress_group(flow),
             transactional_id_prefix=f"sparkmirror-{flow.source}-{flow.target}-",
-            consumer_config=librdkafka_config(
-                flow.target_consumer_props(reveal_secrets=True), role="consumer"
-            ),
+            consumer_config=librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer"),
             transaction_timeout_ms=flow.spark.transaction_timeout_ms,
             test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),
         )
+        target_consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
+        internal_producer = {k: v for k, v in self.base_producer_config.items() if k != "transactional.id"}
+        self.store = OffsetMapStore(
+            flow,
+            self.target_admin,
+            internal_producer,
+            target_consumer,
+            source_admin=self.source_admin,
+            source_producer_conf=producer_config(reveal(flow.source_cluster.producer_props, True)),
+        )
+        self.checkpoints = CheckpointEmitter(
+            flow,
+            self.source_admin,
+            self.target_admin,
+            self.store,
+            internal_producer,
+            target_consumer,
+            internal_groups={progress_group(flow)},
+            source_consumer_conf=librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer"),
+        )
+        self._next_checkpoint = 0.0
+        self._next_group_sync = 0.0
+        self._internal_ready = False
         self.query: Any = None
         self.subscribed: dict[str, int] = {}
         self._stop = threading.Event()
@@ -213,6 +237,13 @@ class FlowRunner:
         if not self._identity_checked:
             self._check_checkpoint_identity()
             self._identity_checked = True
+        if not self._internal_ready:
+            self.store.ensure_topic()
+            self.store.load()
+            if self.flow.emit_checkpoints_enabled or self.flow.sync_group_offsets_enabled:
+                self.checkpoints.ensure_topic()
+                self.checkpoints.restore()
+            self._internal_ready = True
         topics = self.topics.source_topics()
         self._ready_target(topics, configs=self.flow.sync_topic_configs_enabled)
         self._start_query(topics)
@@ -230,9 +261,7 @@ class FlowRunner:
         """
         location = self.checkpoint_dir
         if "://" in location and not location.startswith("file:"):
-            log.info(
-                "flow=%s checkpoint %s (not local: cluster identity not checked)", self.flow.name, location
-            )
+            log.info("flow=%s checkpoint %s (not local: cluster identity not checked)", self.flow.name, location)
             return
         path = Path(location.removeprefix("file:"))
         ident = path.with_name(path.name + ".clusters.json")
@@ -261,9 +290,7 @@ class FlowRunner:
                     )
         path.parent.mkdir(parents=True, exist_ok=True)
         ident.write_text(json.dumps(current, indent=2) + "\n")
-        log.info(
-            "flow=%s checkpoint %s (source cluster %s, target cluster %s)", self.flow.name, path, src, tgt
-        )
+        log.info("flow=%s checkpoint %s (source cluster %s, target cluster %s)", self.flow.name, path, src, tgt)
 
     def _ready_target(self, topics: dict[str, int], *, configs: bool) -> None:
         if self.flow.errors_tolerance == "all" and self.flow.dead_letter_topic:
@@ -284,9 +311,7 @@ class FlowRunner:
                 fut.result()
             except Exception as exc:  # noqa: BLE001
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise FlowFailed(
-                        f"flow={self.flow.name} cannot create dead-letter topic {name}: {exc}"
-                    ) from None
+                    raise FlowFailed(f"flow={self.flow.name} cannot create dead-letter topic {name}: {exc}") from None
         log.info("flow=%s created dead-letter topic %s", self.flow.name, name)
 
     def _start_query(self, topics: dict[str, int]) -> None:
@@ -342,21 +367,12 @@ class FlowRunner:
 
     def _progress_offsets(self, topics: dict[str, int]) -> dict[str, dict[str, int]]:
         """Spark ``startingOffsets`` from the progress committed on the target (-2: earliest)."""
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
         remote = {self.topics.remote_name(t): t for t in topics}
-        request = [TopicPartition(r, p) for r, t in remote.items() for p in range(topics[t])]
+        partitions = [(r, p) for r, t in remote.items() for p in range(topics[t])]
+        committed = committed_offsets(self.plan.consumer_config, self.plan.progress_group, partitions)
         out: dict[str, dict[str, int]] = {t: {str(p): -2 for p in range(n)} for t, n in topics.items()}
-
-        def fetch() -> list[Any]:
-            futures = self.target_admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(self.plan.progress_group, request)]
-            )
-            return [tp for fut in futures.values() for tp in fut.result().topic_partitions]
-
-        for tp in retry_kafka(fetch, what=f"flow={self.flow.name} reading progress", attempts=20):
-            if tp.error is None and tp.offset >= 0:
-                out[remote[tp.topic]][str(tp.partition)] = tp.offset
+        for (r, p), offset in committed.items():
+            out[remote[r]][str(p)] = offset
         return out
 
     def _fit_writer_to_target(self, topics: dict[str, int]) -> None:
@@ -382,19 +398,26 @@ class FlowRunner:
             if stop.is_set():
                 raise _StopRequested(f"flow={self.flow.name} batch {batch_id} abandoned: stop requested")
             self._ensure_partitions()
-            plan = self.plan  # read per batch: topic limits may have changed
+            # Read per batch: topic limits may have changed, and the writer
+            # extends each partition's last segment.
+            plan = dataclasses.replace(self.plan, tails=self.store.tails())
 
             def write(batches: Iterator[Any]) -> Iterator[Any]:
                 return write_arrow_batches(batches, plan)
 
-            rows = [
-                r.asDict()
-                for r in batch_df.selectExpr(*INPUT_COLUMNS).mapInArrow(write, RESULT_SCHEMA).collect()
-            ]
+            rows = [r.asDict() for r in batch_df.selectExpr(*INPUT_COLUMNS).mapInArrow(write, RESULT_SCHEMA).collect()]
             refusals = sorted(r["error"] for r in rows if r["error"])
             if refusals:
                 # Not committed: raising here fails the batch; the marker makes it terminal.
                 raise WriteError(refusals[0], terminal=True)
+            segments = [
+                Segment(r["topic"], r["partition"], g["u"], g["d"], g["n"]) for r in rows for g in r["segments"] or []
+            ]
+            if plan.exactly_once:
+                self.store.apply(segments)  # already committed with the data
+                self.store.emit_offset_syncs(segments)
+            else:
+                self.store.write(segments)  # durable before Spark commits the batch
             self._check_source_loss(rows)
             self.progress.add_batch(rows)
             self._failures = 0
@@ -482,9 +505,7 @@ class FlowRunner:
                 delay,
             )
             if self.once and self._failures >= _ONCE_MAX_FAILURES:
-                raise FlowFailed(
-                    f"flow={self.flow.name} failed {self._failures} times in a row: {exc}"
-                ) from None
+                raise FlowFailed(f"flow={self.flow.name} failed {self._failures} times in a row: {exc}") from None
             if self.query is None:
                 self._restart_at = time.monotonic() + delay
             else:
@@ -515,10 +536,38 @@ class FlowRunner:
         if self.flow.refresh_topics_enabled and now >= self._next_refresh:
             self._next_refresh = now + self.flow.refresh_topics_interval_seconds
             self._refresh_topics()
+        if self.flow.emit_checkpoints_enabled and now >= self._next_checkpoint:
+            self._next_checkpoint = now + self.flow.emit_checkpoints_interval_seconds
+            self.emit_checkpoints()
+        if self.flow.sync_group_offsets_enabled and now >= self._next_group_sync:
+            self._next_group_sync = now + self.flow.sync_group_offsets_interval_seconds
+            self.checkpoints.sync_group_offsets()
         if self.flow.sync_topic_configs_enabled and now >= self._next_config_sync:
             self._next_config_sync = now + self.flow.sync_topic_configs_interval_seconds
             self.topics.sync(self.subscribed, configs=True)
             self._fit_writer_to_target(self.subscribed)
+
+    def emit_checkpoints(self) -> int:
+        """Translate the source groups' positions and write checkpoints; prune the map."""
+        n = self.checkpoints.emit(dict(self.subscribed))
+        self._prune_offset_map()
+        return n
+
+    def _prune_offset_map(self) -> None:
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        request = {
+            TopicPartition(self.topics.remote_name(t), p): OffsetSpec.earliest()
+            for t, n in self.subscribed.items()
+            for p in range(n)
+        }
+        if not request:
+            return
+        source_of = {self.topics.remote_name(t): t for t in self.subscribed}
+        res = self.target_admin.list_offsets(request, request_timeout=30)
+        starts = {(source_of[tp.topic], tp.partition): fut.result().offset for tp, fut in res.items()}
+        self.store.prune(starts)
 
     def _refresh_topics(self) -> None:
         topics = self.topics.source_topics()
@@ -542,6 +591,8 @@ class FlowRunner:
         self.query = None
         if exc is None:
             self.finished = True
+            if self.flow.emit_checkpoints_enabled:
+                self.emit_checkpoints()  # a --once run leaves checkpoints as of its end
             return
         text = str(exc)
         if self._stop.is_set() and "_StopRequested" in text:
@@ -593,9 +644,7 @@ class FlowRunner:
         extra = f" dead-lettered={p.dead_lettered:,}" if p.dead_lettered else ""
         if p.lost_on_source:
             extra += f" LOST-ON-SOURCE={p.lost_on_source:,}"
-        return (
-            f"flow={p.flow} records={p.records:,} rate={p.rate():,.0f}/s lag={lag} batches={p.batches}{extra}"
-        )
+        return f"flow={p.flow} records={p.records:,} rate={p.rate():,.0f}/s lag={lag} batches={p.batches}{extra}"
 
 
 # Failures that replaying cannot fix: the executors' Python lacks a module,
@@ -659,7 +708,11 @@ class Mirror:
 
         self.spark = build_session(self.master, self.spark_conf)
         interval = min(f.spark.progress_interval_seconds for f in self.config.flows)
+        heartbeats = self._heartbeats()
         try:
+            if heartbeats is not None:
+                heartbeats.start()  # before the flows list topics: heartbeats are mirrored too
+                heartbeats.maybe_emit()
             for flow in self.config.flows:
                 mode = "exactly-once" if flow.exactly_once else "at-least-once"
                 log.info("flow=%s mode=%s", flow.name, mode)
@@ -668,6 +721,8 @@ class Mirror:
                 runner.start()
             next_report = time.monotonic() + interval
             while not self._stop.is_set():
+                if heartbeats is not None:
+                    heartbeats.maybe_emit()
                 for r in self.runners:
                     r.poll()
                 if self.once and all(r.finished for r in self.runners):
@@ -680,4 +735,24 @@ class Mirror:
         finally:
             for r in self.runners:
                 r.stop()
+                r.store.close()
+            if heartbeats is not None:
+                heartbeats.close()
         return self.runners
+
+    def _heartbeats(self) -> HeartbeatEmitter | None:
+        flows = [f for f in self.config.flows if f.emit_heartbeats_enabled]
+        if not flows:
+            return None
+        emitter = HeartbeatEmitter(flows[0].policy, min(f.emit_heartbeats_interval_seconds for f in flows))
+        for f in flows:
+            for cluster in (f.source_cluster, f.target_cluster):
+                props = reveal(cluster.producer_props, True)
+                emitter.add_cluster(
+                    cluster.alias,
+                    producer_config(props),
+                    new_admin(reveal(cluster.admin_props, True)),
+                    f.heartbeats_topic_replication_factor,
+                )
+            emitter.add_flow(f.source, f.target)
+        return emitter

@@ -34,6 +34,7 @@ from sparkmirror.pipeline.writer import (
     WriteError,
     WritePlan,
     await_acks,
+    finish_segments,
     produce_batch,
     settle_record_failures,
     stats_batches,
@@ -162,6 +163,8 @@ def write_exactly_once(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any]
         if refused:
             producer.abort_transaction(30)  # the driver stops the flow; nothing of the range commits
         elif w is not None and w.last_offset >= 0:
+            finish_segments(plan, [w])
+            _produce_segments(producer, plan, w)
             _commit(producer, plan, w)
         else:
             producer.abort_transaction(30)  # nothing new: every record was below the progress
@@ -190,6 +193,16 @@ def _test_hook_fail(producer: Any, plan: WritePlan, parts: dict[tuple[str, int],
     if ctx is not None and ctx.attemptNumber() == 0 and written >= plan.test_fail_after_records:
         producer.flush(30)
         raise RuntimeError(f"injected task failure after {written} records (test hook)")
+
+
+def _produce_segments(producer: Any, plan: WritePlan, w: PartitionWrite) -> None:
+    """The offset map's segments for this range, inside the data's transaction."""
+    if not plan.offset_map_topic:
+        return
+    now = int(time.time() * 1000)
+    for seg in w.segments:
+        rec = seg.to_record(now)
+        producer.produce(plan.offset_map_topic, key=rec.key_bytes(), value=rec.value_bytes())
 
 
 def _commit(producer: Any, plan: WritePlan, w: PartitionWrite) -> None:

@@ -42,7 +42,8 @@ INPUT_COLUMNS = (
 RESULT_SCHEMA = (
     "topic string, partition int, records long, bytes long, "
     "first_offset long, last_offset long, first_target_offset long, last_target_offset long, "
-    "dead_lettered long, max_timestamp_ms long, error string"
+    "dead_lettered long, max_timestamp_ms long, error string, "
+    "segments array<struct<u:bigint,d:bigint,n:bigint>>"
 )
 
 #: Marker the driver looks for in a failed batch's error text.
@@ -102,6 +103,12 @@ class WritePlan:
     flush_timeout_s: float = 300.0
     #: max.message.bytes of each remote topic, as the target reported it.
     max_record_bytes: dict[str, int] = field(default_factory=dict)
+    #: Compacted topic on the target holding the offset map's segments.
+    offset_map_topic: str = ""
+    #: Last segment (upstream start, downstream start, count) per source
+    #: partition when the batch was planned: a batch that continues it extends
+    #: it (same key) instead of adding a segment.
+    tails: dict[tuple[str, int], tuple[int, int, int]] = field(default_factory=dict)
     #: Exactly-once: records, segments and progress in one transaction per task.
     exactly_once: bool = False
     #: Group on the target whose committed offsets (on the remote topics) are
@@ -190,6 +197,9 @@ class PartitionWrite:
         "dead_lettered",
         "max_ts",
         "refusal",
+        "us",
+        "ds",
+        "segments",
     )
 
     def __init__(self, topic: str, remote: str, partition: int) -> None:
@@ -209,11 +219,18 @@ class PartitionWrite:
         self.max_ts = -1
         #: A terminal refusal (errors.tolerance=none): the driver stops the flow.
         self.refusal: str | None = None
+        #: (upstream, downstream) of every acknowledged record, in write order.
+        self.us: list[int] = []
+        self.ds: list[int] = []
+        #: Offset-map segments of what this task wrote (see finish_segments).
+        self.segments: list[Any] = []
 
     def delivered(self, upstream: int, record: Any, err: Any, msg: Any) -> None:
         self.pending -= 1
         if err is None:
             off = msg.offset()
+            self.us.append(upstream)
+            self.ds.append(off)
             if self.first_target < 0 or off < self.first_target:
                 self.first_target = off
             if off > self.last_target:
@@ -245,7 +262,27 @@ def write_arrow_batches(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any
         # replayed batch to duplicate needlessly; start the retry afresh.
         _discard_producer(producer)
         raise
+    finish_segments(plan, parts.values())
     yield from stats_batches(parts.values())
+
+
+def finish_segments(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None:
+    """Turn each partition's acknowledged (upstream, downstream) pairs into segments."""
+    from sparkmirror.core.offsetmap import Segment, segments_from_offsets
+
+    for w in parts:
+        if not w.us:
+            w.segments = []
+            continue
+        order = sorted(range(len(w.us)), key=w.us.__getitem__)
+        segs = segments_from_offsets(w.topic, w.partition, [w.us[i] for i in order], [w.ds[i] for i in order])
+        tail = plan.tails.get((w.topic, w.partition))
+        if segs and tail is not None:
+            u0, d0, n0 = tail
+            first = segs[0]
+            if u0 + n0 == first.upstream_start and d0 + n0 == first.downstream_start:
+                segs[0] = Segment(w.topic, w.partition, u0, d0, n0 + first.count)
+        w.segments = segs
 
 
 def stats_batches(parts: Iterable[PartitionWrite]) -> Iterator[Any]:
@@ -265,6 +302,7 @@ def stats_batches(parts: Iterable[PartitionWrite]) -> Iterator[Any]:
             "dead_lettered": w.dead_lettered,
             "max_timestamp_ms": w.max_ts,
             "error": w.refusal,
+            "segments": [{"u": g.upstream_start, "d": g.downstream_start, "n": g.count} for g in w.segments],
         }
         for w in parts
     ]
@@ -288,13 +326,12 @@ def _result_arrow_schema() -> Any:
             ("dead_lettered", pa.int64()),
             ("max_timestamp_ms", pa.int64()),
             ("error", pa.string()),
+            ("segments", pa.list_(pa.struct([("u", pa.int64()), ("d", pa.int64()), ("n", pa.int64())]))),
         ]
     )
 
 
-def produce_batch(
-    producer: Any, batch: Any, plan: WritePlan, parts: dict[tuple[str, int], PartitionWrite]
-) -> None:
+def produce_batch(producer: Any, batch: Any, plan: WritePlan, parts: dict[tuple[str, int], PartitionWrite]) -> None:
     n = batch.num_rows
     if n == 0:
         return
@@ -401,9 +438,7 @@ def await_acks(producer: Any, plan: WritePlan, parts: dict[tuple[str, int], Part
             )
 
 
-def settle_record_failures(
-    producer: Any, plan: WritePlan, parts: dict[tuple[str, int], PartitionWrite]
-) -> bool:
+def settle_record_failures(producer: Any, plan: WritePlan, parts: dict[tuple[str, int], PartitionWrite]) -> bool:
     """Records the target refused for good: dead-letter them, or report the refusal.
 
     Returns True when a refusal was recorded (``PartitionWrite.refusal``): the

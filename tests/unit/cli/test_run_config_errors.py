@@ -88,16 +88,13 @@ def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
         ("B.producer.acks = 1\n", "B.producer.acks"),
         ("B.producer.enable.idempotence = false\n", "B.producer.enable.idempotence"),
         (
-            "B.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
-            "required;\n",
+            "B.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\n",
             "sasl.jaas.config",
         ),
         ("B.ssl.truststore.location = /etc/ssl/truststore.jks\n", "ssl.truststore.location"),
     ],
 )
-def test_client_settings_the_writer_cannot_use_exit_2_before_spark(
-    tmp_path: Path, extra: str, key: str
-) -> None:
+def test_client_settings_the_writer_cannot_use_exit_2_before_spark(tmp_path: Path, extra: str, key: str) -> None:
     result = _run(tmp_path, GOOD + extra)
     assert result.exit_code == 2, result.output
     assert key in result.output

@@ -30,9 +30,7 @@ def _state(*restored: Checkpoint) -> CheckpointState:
     return state
 
 
-def _next(
-    state: CheckpointState, upstream: int, downstream: int | None, metadata: str = ""
-) -> Checkpoint | None:
+def _next(state: CheckpointState, upstream: int, downstream: int | None, metadata: str = "") -> Checkpoint | None:
     return state.next_checkpoint(G, T, P, upstream, _t(upstream, downstream), metadata)
 
 

@@ -50,9 +50,7 @@ def test_offset_sync_bytes_have_no_version_field() -> None:
 
 
 def test_offset_segment_bytes() -> None:
-    seg = OffsetSegment(
-        "t", 1, upstream_start=100, downstream_start=200, count=3, written_at_ms=1700000000000
-    )
+    seg = OffsetSegment("t", 1, upstream_start=100, downstream_start=200, count=3, written_at_ms=1700000000000)
     assert seg.key_bytes() == _hex("0000", "0001 74", "00000001", "0000000000000064")
     assert seg.value_bytes() == _hex(
         "0000", "0000000000000064", "00000000000000c8", "0000000000000003", "0000018bcfe56800"
@@ -78,9 +76,7 @@ def test_offset_segment_key_is_the_replacement_key() -> None:
 def test_unknown_version_is_named() -> None:
     cp = Checkpoint("g", "t", 0, 1, 2)
     value = b"\x00\x01" + cp.value_bytes()[2:]
-    with pytest.raises(
-        FormatError, match=r"Checkpoint value: unknown version 1 \(this build reads version 0\)"
-    ):
+    with pytest.raises(FormatError, match=r"Checkpoint value: unknown version 1 \(this build reads version 0\)"):
         Checkpoint.decode(cp.key_bytes(), value)
     hb = Heartbeat("A", "B", 1)
     with pytest.raises(FormatError, match="Heartbeat value: unknown version 2"):

@@ -327,9 +327,7 @@ def _build(h: History, shuffled: random.Random | None = None) -> tuple[OffsetMap
 
 @settings(max_examples=300, deadline=None)
 @given(histories(), st.data(), st.randoms(use_true_random=False))
-def test_translate_never_loses_and_is_exact_in_segments(
-    h: History, data: st.DataObject, rnd: random.Random
-) -> None:
+def test_translate_never_loses_and_is_exact_in_segments(h: History, data: st.DataObject, rnd: random.Random) -> None:
     omap, _ = _build(h, rnd if data.draw(st.booleans()) else None)
     mirrored = h.mirrored_records
     for g in range(0, h.log_end + 3):
@@ -361,9 +359,7 @@ def test_translate_never_loses_and_is_exact_in_segments(
 
 @settings(max_examples=300, deadline=None)
 @given(histories(), st.data(), st.randoms(use_true_random=False))
-def test_reverse_translate_never_loses_and_never_rereads(
-    h: History, data: st.DataObject, rnd: random.Random
-) -> None:
+def test_reverse_translate_never_loses_and_never_rereads(h: History, data: st.DataObject, rnd: random.Random) -> None:
     omap, replaced = _build(h, rnd if data.draw(st.booleans()) else None)
     mirrored = h.mirrored_records
     held = [s for s in (omap.partition(T, 0).segments() if omap.partition(T, 0) else [])]

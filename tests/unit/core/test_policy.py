@@ -74,9 +74,7 @@ def test_default_policy_round_trip(alias: str, topic: str) -> None:
     assert policy.original_topic(remote) == topic
 
 
-@given(
-    aliases=st.lists(_NAME, min_size=1, max_size=4), topic=_NAME, sep=st.sampled_from([".", "_", "__", "-"])
-)
+@given(aliases=st.lists(_NAME, min_size=1, max_size=4), topic=_NAME, sep=st.sampled_from([".", "_", "__", "-"]))
 def test_default_policy_multi_hop_round_trip(aliases: list[str], topic: str, sep: str) -> None:
     # Names that contain separator characters are ambiguous in MM2 too ("_" + "__" + "0").
     assume(not any(c in name for c in sep for name in [*aliases, topic]))
@@ -132,9 +130,7 @@ def test_internal_topics(topic: str) -> None:
     assert IdentityReplicationPolicy().is_internal_topic(topic)
 
 
-@pytest.mark.parametrize(
-    "topic", ["orders", "A.orders", "heartbeats", "A.heartbeats", "internal", "x_internal"]
-)
+@pytest.mark.parametrize("topic", ["orders", "A.orders", "heartbeats", "A.heartbeats", "internal", "x_internal"])
 def test_not_internal_topics(topic: str) -> None:
     assert not DefaultReplicationPolicy().is_internal_topic(topic)
 

@@ -1,0 +1,57 @@
+"""Consumer-group offsets read and written through a group-less consumer.
+
+confluent-kafka 2.16 (librdkafka 2.16.0) crashes the process (SIGSEGV in
+``rd_kafka_cgrp_op`` from ``rd_kafka_handle_OffsetFetch``) when the admin
+client's ``list_consumer_group_offsets`` gets a retriable coordinator error,
+which happens while a coordinator loads or moves: at cluster start and in a
+broker failover. A mirror must survive both. A consumer with the group's id
+that never subscribes reads (``committed``) and writes (``commit``) the same
+offsets through the code path that handles those errors, and never joins the
+group. Seen and traced with gdb here; see docs/decisions.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sparkmirror.kafka.retry import retry_kafka
+
+
+def _consumer(conf: Mapping[str, Any], group: str) -> Any:
+    from confluent_kafka import Consumer
+
+    c = dict(conf)
+    c.update({"group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed"})
+    return Consumer(c)
+
+
+def committed_offsets(
+    conf: Mapping[str, Any], group: str, partitions: Iterable[tuple[str, int]], *, timeout_s: float = 30.0
+) -> dict[tuple[str, int], int]:
+    """The group's committed offsets for ``partitions`` (those without one are left out)."""
+    from confluent_kafka import TopicPartition
+
+    tps = [TopicPartition(t, p) for t, p in partitions]
+    if not tps:
+        return {}
+    consumer = _consumer(conf, group)
+    try:
+        result = retry_kafka(lambda: consumer.committed(tps, timeout=timeout_s), what=f"offsets of group {group}")
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition): tp.offset for tp in result if tp.error is None and tp.offset >= 0}
+
+
+def commit_offsets(conf: Mapping[str, Any], group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+    """Commit offsets for a group that has no active members (the broker refuses otherwise)."""
+    from confluent_kafka import TopicPartition
+
+    if not offsets:
+        return
+    consumer = _consumer(conf, group)
+    try:
+        tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        retry_kafka(lambda: consumer.commit(offsets=tps, asynchronous=False), what=f"commit for group {group}")
+    finally:
+        consumer.close()

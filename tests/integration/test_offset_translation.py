@@ -1,0 +1,216 @@
+"""Exact offset translation, end to end on real clusters.
+
+A consumer group commits a position on A; sparkmirror mirrors and emits
+checkpoints; the checkpoint's downstream offset must equal the true position
+of the group's next record on B - for a plain topic, a compacted one, one
+with committed and aborted transactions, a group far behind the head, and
+after a restart of the job (the KAFKA-15905 scenario). Kafka's own
+RemoteClusterUtils must return the same offsets.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kafka_helpers import admin, create_topics, unique, wait_for, write_config
+from mm2_client import translate_offsets_with_mm2
+from sparkmirror.config import load_config
+from sparkmirror.core.formats import Checkpoint
+from sparkmirror.kafka.groups import commit_offsets, committed_offsets
+from sparkmirror.kafka.internal import read_to_end
+from sparkmirror.pipeline.job import Mirror
+
+
+def _log(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
+    """(offset, value) of every committed record."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("log"),
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    c.assign([TopicPartition(topic, partition, 0)])
+    out = []
+    try:
+        while True:
+            msgs = c.consume(1000, 5.0)
+            if not msgs:
+                break
+            done = False
+            for m in msgs:
+                if m.error():
+                    done = True
+                    break
+                out.append((m.offset(), m.value()))
+            if done:
+                break
+    finally:
+        c.close()
+    return out
+
+
+def _truth(source_log: list[tuple[int, bytes]], target_log: list[tuple[int, bytes]], g: int, target_end: int) -> int:
+    """Where on B the group's next record (first committed source record at offset >= g) was written last."""
+    nxt = next((v for off, v in source_log if off >= g), None)
+    if nxt is None:
+        return target_end
+    return max(off for off, v in target_log if v == nxt)
+
+
+def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit the group's position on A and wait until the coordinator lists the group
+    (the mirror finds groups by listing them, as MM2 does)."""
+    want = {(topic, p): o for p, o in offsets.items()}
+    commit_offsets({"bootstrap.servers": bootstrap}, group, want)
+    assert committed_offsets({"bootstrap.servers": bootstrap}, group, list(want)) == want
+    client = admin(bootstrap)
+    wait_for(
+        lambda: group in {g.group_id for g in client.list_consumer_groups(request_timeout=30).result().valid},
+        timeout_s=60,
+        what=f"group {group} to be listed",
+        interval_s=0.5,
+    )
+
+
+def _checkpoints(bootstrap: str, group: str) -> dict[tuple[str, int], Checkpoint]:
+    latest = {}
+    for key, value in read_to_end({"bootstrap.servers": bootstrap}, "A.checkpoints.internal"):
+        if key is not None and value is not None:
+            cp = Checkpoint.decode(key, value)
+            if cp.group == group:
+                latest[(cp.topic, cp.partition)] = cp
+    return latest
+
+
+def _mirror_once(bootstraps, tmp_path: Path, checkpoints: Path, topic: str) -> None:
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
+        extra=f"A->B.topics = {topic}\n",
+    )
+    Mirror(load_config(cfg), once=True).run()
+
+
+def _check_exact(bootstraps, tmp_path: Path, topic: str, group: str, positions: dict[int, int]) -> None:
+    cps = _checkpoints(bootstraps["B"], group)
+    mm2 = translate_offsets_with_mm2(bootstraps["B"], "A", group, workdir=tmp_path / "mm2client")
+    for p, g in positions.items():
+        src = _log(bootstraps["A"], topic, p)
+        tgt = _log(bootstraps["B"], f"A.{topic}", p)
+        end = admin(bootstraps["B"]).list_topics(f"A.{topic}").topics  # noqa: F841 - metadata warm-up
+        c = Consumer({"bootstrap.servers": bootstraps["B"], "group.id": unique("wm")})
+        target_end = c.get_watermark_offsets(TopicPartition(f"A.{topic}", p), timeout=30)[1]
+        c.close()
+        want = _truth(src, tgt, g, target_end)
+        cp = cps.get((f"A.{topic}", p))
+        assert cp is not None, f"no checkpoint for {group} A.{topic}[{p}]"
+        assert cp.upstream_offset == g
+        assert cp.downstream_offset == want, (
+            f"A.{topic}[{p}] group at {g}: checkpoint {cp.downstream_offset}, true position {want}"
+        )
+        assert mm2[(f"A.{topic}", p)] == want, "RemoteClusterUtils.translateOffsets disagrees"
+
+
+def _produce_plain(bootstrap: str, topic: str, partitions: int, n: int, first: int = 0) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(first, first + n):
+        while True:
+            try:
+                p.produce(topic, key=f"k{i % 37}".encode(), value=f"v{i}".encode(), partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.1)
+    assert p.flush(60) == 0
+
+
+def test_plain_topic_and_a_group_10000_behind(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+    topic = unique("tr-plain")
+    create_topics(bootstraps["A"], {topic: 2})
+    _produce_plain(bootstraps["A"], topic, 2, 24_000)
+    group = unique("g")
+    positions = {0: 2_000, 1: random.Random(1).randrange(0, 12_000)}  # partition 0: 10,000 behind its head
+    _commit(bootstraps["A"], group, topic, positions)
+    _mirror_once(bootstraps, tmp_path, checkpoints, topic)
+    _check_exact(bootstraps, tmp_path, topic, group, positions)
+
+
+def test_translation_survives_a_restart_kafka_15905(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+    topic = unique("tr-restart")
+    create_topics(bootstraps["A"], {topic: 1})
+    _produce_plain(bootstraps["A"], topic, 1, 1_000)
+    group = unique("g")
+    _commit(bootstraps["A"], group, topic, {0: 500})
+    _mirror_once(bootstraps, tmp_path, checkpoints, topic)
+    _produce_plain(bootstraps["A"], topic, 1, 1_000, first=1_000)
+    _mirror_once(bootstraps, tmp_path, checkpoints, topic)  # a new job: map and checkpoints read back
+    _check_exact(bootstraps, tmp_path, topic, group, {0: 500})
+
+
+def test_transactional_topic_with_aborted_records(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+    topic = unique("tr-tx")
+    create_topics(bootstraps["A"], {topic: 1})
+    tx = Producer({"bootstrap.servers": bootstraps["A"], "transactional.id": unique("tx")})
+    tx.init_transactions(60)
+    for k in range(6):
+        tx.begin_transaction()
+        for i in range(50):
+            tx.produce(topic, value=f"{k}-{i}".encode(), partition=0)
+        tx.flush(30)
+        (tx.abort_transaction if k % 3 == 1 else tx.commit_transaction)(30)
+    src = _log(bootstraps["A"], topic, 0)
+    offsets = [o for o, _v in src]
+    # Inside a committed run, at the first offset after an aborted run, and
+    # on a transaction marker: one group each, one mirror pass.
+    positions = {unique("g-in"): offsets[10], unique("g-after-abort"): offsets[50], unique("g-marker"): offsets[49] + 1}
+    for group, g in positions.items():
+        _commit(bootstraps["A"], group, topic, {0: g})
+    _mirror_once(bootstraps, tmp_path, checkpoints, topic)
+    for group, g in positions.items():
+        _check_exact(bootstraps, tmp_path, topic, group, {0: g})
+
+
+def test_compacted_topic(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+    topic = unique("tr-compact")
+    create_topics(
+        bootstraps["A"],
+        {topic: 1},
+        config={
+            "cleanup.policy": "compact",
+            "segment.ms": "100",
+            "min.cleanable.dirty.ratio": "0.01",
+            "min.compaction.lag.ms": "0",
+            "delete.retention.ms": "100",
+        },
+    )
+    # Even records have their own key (kept), odd ones share one (only the
+    # last survives): compaction leaves gaps all through the log.
+    p = Producer({"bootstrap.servers": bootstraps["A"], "acks": "all"})
+    for i in range(600):
+        p.produce(topic, key=(f"k{i}" if i % 2 == 0 else "shared").encode(), value=f"v{i}".encode(), partition=0)
+    p.flush(30)
+    time.sleep(1.0)
+    p.produce(topic, key=b"roll", value=b"roll", partition=0)  # rolls the segment
+    p.flush(30)
+    wait_for(lambda: len(_log(bootstraps["A"], topic, 0)) < 601, timeout_s=90, what="the source to be compacted")
+    src = _log(bootstraps["A"], topic, 0)
+    offsets = [o for o, _v in src]
+    gap = next(o + 1 for o, nxt in zip(offsets, offsets[1:], strict=False) if nxt > o + 1)  # a removed offset
+    group = unique("g")
+    _commit(bootstraps["A"], group, topic, {0: gap})
+    _mirror_once(bootstraps, tmp_path, checkpoints, topic)
+    _check_exact(bootstraps, tmp_path, topic, group, {0: gap})
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rng() -> None:
+    random.seed(0)

@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka_helpers import admin, create_topics, unique, wait_for, write_config
 from mm2_client import translate_offsets_with_mm2
 from sparkmirror.config import load_config
-from sparkmirror.core.formats import Checkpoint
+from sparkmirror.core.formats import Checkpoint, OffsetSync
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets
 from sparkmirror.kafka.internal import read_to_end
 from sparkmirror.pipeline.job import Mirror
@@ -41,7 +41,7 @@ def _log(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
     out = []
     try:
         while True:
-            msgs = c.consume(1000, 5.0)
+            msgs = c.consume(1000, 0.5)
             if not msgs:
                 break
             done = False
@@ -142,6 +142,19 @@ def test_plain_topic_and_a_group_10000_behind(bootstraps, spark, tmp_path: Path,
     _commit(bootstraps["A"], group, topic, positions)
     _mirror_once(bootstraps, tmp_path, checkpoints, topic)
     _check_exact(bootstraps, tmp_path, topic, group, positions)
+    # MM2-format offset syncs sit on the source (offset-syncs.topic.location's default),
+    # one per segment start, each a true (upstream, downstream) pair.
+    syncs = [
+        OffsetSync.decode(k, v)
+        for k, v in read_to_end({"bootstrap.servers": bootstraps["A"]}, "mm2-offset-syncs.B.internal")
+        if k is not None and v is not None
+    ]
+    mine = [s for s in syncs if s.topic == topic]
+    assert mine and {s.partition for s in mine} == {0, 1}
+    for s in mine:
+        src = dict(_log(bootstraps["A"], topic, s.partition))
+        tgt = dict(_log(bootstraps["B"], f"A.{topic}", s.partition))
+        assert src[s.upstream_offset] == tgt[s.downstream_offset]
 
 
 def test_translation_survives_a_restart_kafka_15905(bootstraps, spark, tmp_path: Path, checkpoints) -> None:

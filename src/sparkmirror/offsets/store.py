@@ -189,7 +189,10 @@ class OffsetMapStore:
         return str(getattr(self.flow, "offset_syncs_topic_location", "source")) == "source"
 
     def _offset_syncs_admin(self) -> Any:
-        return self.source_admin if self._offset_syncs_location_is_source() and self.source_admin else self.admin
+        # Kafka clients define __len__ (queue length): test for None, not truth.
+        if self._offset_syncs_location_is_source() and self.source_admin is not None:
+            return self.source_admin
+        return self.admin
 
     def emit_offset_syncs(self, segments: Iterable[Segment]) -> None:
         """One MM2 OffsetSync per segment start: where a run of 1:1 offsets begins."""
@@ -210,6 +213,6 @@ class OffsetMapStore:
         self._sync_producer.poll(0)
 
     def close(self) -> None:
-        for p in (self._producer, self._sync_producer):
-            if p is not None:
-                p.flush(30)
+        for producer, what in ((self._producer, self.topic), (self._sync_producer, self.offset_syncs_topic())):
+            if producer is not None and producer.flush(10):
+                log.warning("flow=%s records for %s were not delivered before shutdown", self.flow.name, what)

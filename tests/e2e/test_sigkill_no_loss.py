@@ -8,6 +8,7 @@ source order, and the number of duplicates (allowed at least once) is printed.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -28,6 +29,7 @@ from kafka_helpers import (
     wait_for,
     write_config,
 )
+from sparkmirror.kafka.groups import commit_offsets
 
 RECORDS = 100_000
 PARTITIONS = 4
@@ -116,3 +118,20 @@ def test_sigkill_three_times_loses_nothing(bootstraps, tmp_path: Path) -> None:
         assert missing == 0, f"A.{topic}[{p}] lost {missing} records"
         assert first_seen == expected, f"A.{topic}[{p}]: order of first occurrences differs from the source"
     print(f"records={RECORDS} kills={kills} lost=0 duplicates={duplicates}")
+
+    # Translation stays exact after at-least-once replays: a group stopped at
+    # random positions on A translates (`sparkmirror offsets translate`) to the
+    # last copy of its next record on B - zero re-reads, no loss.
+    group = unique("after-replays")
+    positions = {(topic, p): rng.randrange(0, RECORDS // PARTITIONS) for p in range(PARTITIONS)}
+    commit_offsets({"bootstrap.servers": bootstraps["A"]}, group, positions)
+    result = run_cli("offsets", "translate", str(cfg), "--source", "A", "--target", "B", "--group", group, "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["positions_from"] == "source"
+    got = {(r["source_topic"], r["partition"]): r["target_offset"] for r in report["partitions"]}
+    for (t, p), g in positions.items():
+        values = [r.value for r in read_partition(bootstraps["B"], f"A.{t}", p)]
+        # Source offset g holds value str(p + g * PARTITIONS) (one producer, round-robin partitions).
+        want = max(i for i, v in enumerate(values) if v == str(p + g * PARTITIONS).encode())
+        assert got[(t, p)] == want, f"A.{t}[{p}] group at {g}: translated {got[(t, p)]}, true {want}"

@@ -135,7 +135,7 @@ def test_heartbeats_reach_the_target_as_remote_heartbeats(bootstraps, spark, tmp
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=checkpoints,
-        extra="A->B.topics = heartbeats\n",
+        extra="A->B.topics = heartbeats\nemit.heartbeats.enabled = true\nheartbeats.replication.enabled = true\n",
     )
     Mirror(load_config(cfg), once=True).run()  # creates `heartbeats` on both sides and beats once
     Mirror(load_config(cfg), once=True).run()  # mirrors what A's heartbeats topic holds by now

@@ -63,6 +63,7 @@ class TopicSync:
                 target_alias=self.flow.target,
                 policy=self.flow.policy,
                 topic_filter=self.flow.topic_filter,
+                heartbeats_replication_enabled=self.flow.heartbeats_replication_enabled,
             ):
                 out[name] = len(tmd.partitions)
         return dict(sorted(out.items()))

@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.retry import retry_kafka
+
+
+class GroupOffsetsError(SparkMirrorError):
+    """A group's offsets could not be read completely."""
+
+    retriable = True
 
 
 def _consumer(conf: Mapping[str, Any], group: str) -> Any:
@@ -40,7 +47,11 @@ def committed_offsets(
         result = retry_kafka(lambda: consumer.committed(tps, timeout=timeout_s), what=f"offsets of group {group}")
     finally:
         consumer.close()
-    return {(tp.topic, tp.partition): tp.offset for tp in result if tp.error is None and tp.offset >= 0}
+    failed = [f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in result if tp.error is not None]
+    if failed:
+        # A partition left out would read as "no offset" and could be rewritten.
+        raise GroupOffsetsError(f"offsets of group {group} not readable: {'; '.join(failed[:3])}")
+    return {(tp.topic, tp.partition): tp.offset for tp in result if tp.offset >= 0}
 
 
 def commit_offsets(conf: Mapping[str, Any], group: str, offsets: Mapping[tuple[str, int], int]) -> None:

@@ -114,7 +114,15 @@ def read_to_end(
                 err = msg.error()
                 if err is not None:
                     if err.code() == err._PARTITION_EOF:
-                        pending.discard(msg.partition() or 0)
+                        eof_part = msg.partition() or 0
+                        # read_committed stops at the last stable offset: an
+                        # open transaction hides what follows it. Only the
+                        # high watermark seen at the start is "the end".
+                        pos = consumer.position([TopicPartition(topic, eof_part)])[0].offset or 0
+                        if pos >= ends[eof_part]:
+                            pending.discard(eof_part)
+                        else:
+                            time.sleep(0.2)
                         continue
                     raise InternalTopicError(f"reading {topic}[{msg.partition()}]: {err.str()}")
                 yield msg.key(), msg.value()

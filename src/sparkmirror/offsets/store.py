@@ -52,6 +52,8 @@ class OffsetMapStore:
         self.consumer_conf = consumer_conf
         self.map = OffsetMap()
         self._lock = threading.Lock()
+        #: Serialises writes and tombstones, so a prune cannot land after an extension.
+        self._write_lock = threading.Lock()
         self._producer: Any = None
         # MM2-format offset syncs for tools that read them (emit.offset-syncs.enabled).
         self.source_admin = source_admin
@@ -127,6 +129,10 @@ class OffsetMapStore:
         """Make segments durable, then record them (at-least-once mode)."""
         if not segments:
             return
+        with self._write_lock:
+            self._write(segments)
+
+    def _write(self, segments: list[Segment]) -> None:
         if self._producer is None:
             from confluent_kafka import Producer
 
@@ -153,19 +159,27 @@ class OffsetMapStore:
     def prune(self, log_starts: dict[tuple[str, int], int]) -> int:
         """Drop segments below the remote partitions' log start offsets (``(source topic, p) -> start``)."""
         removed: list[Segment] = []
-        with self._lock:
-            for (topic, partition), start in log_starts.items():
-                removed += self.map.prune(topic, partition, start)
-        if not removed:
-            return 0
-        if self._producer is None:
-            from confluent_kafka import Producer
+        with self._write_lock:
+            with self._lock:
+                for (topic, partition), start in log_starts.items():
+                    pm = self.map.partition(topic, partition)
+                    segs = pm.segments() if pm is not None else []
+                    if not segs:
+                        continue
+                    # Never the last segment: a batch may be extending it
+                    # under the same key right now.
+                    tail = max(segs, key=lambda s: s.downstream_start)
+                    removed += self.map.prune(topic, partition, min(start, tail.downstream_start))
+            if not removed:
+                return 0
+            if self._producer is None:
+                from confluent_kafka import Producer
 
-            self._producer = Producer(self.producer_conf)
-        for seg in removed:
-            key = OffsetSegment.encode_key(seg.topic, seg.partition, seg.upstream_start)
-            self._producer.produce(self.topic, key=key, value=None)
-        self._producer.flush(60)
+                self._producer = Producer(self.producer_conf)
+            for seg in removed:
+                key = OffsetSegment.encode_key(seg.topic, seg.partition, seg.upstream_start)
+                self._producer.produce(self.topic, key=key, value=None)
+            self._producer.flush(60)
         log.info("flow=%s pruned %d offset-map segments below the target's log start", self.flow.name, len(removed))
         return len(removed)
 

@@ -18,6 +18,7 @@ a stop request never lets a batch return early.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -239,17 +240,44 @@ class FlowRunner:
             self._identity_checked = True
         if not self._internal_ready:
             self.store.ensure_topic()
-            self.store.load()
             if self.flow.emit_checkpoints_enabled or self.flow.sync_group_offsets_enabled:
                 self.checkpoints.ensure_topic()
                 self.checkpoints.restore()
             self._internal_ready = True
         topics = self.topics.source_topics()
+        if self.flow.exactly_once:
+            self._abort_open_transactions(topics)
+        # (Re)load on every start: a failed batch may have committed segments
+        # (exactly-once) that never reached this process.
+        self.store.load()
         self._ready_target(topics, configs=self.flow.sync_topic_configs_enabled)
         self._start_query(topics)
         now = time.monotonic()
         self._next_refresh = now + self.flow.refresh_topics_interval_seconds
         self._next_config_sync = now + self.flow.sync_topic_configs_interval_seconds
+
+    def _abort_open_transactions(self, topics: dict[str, int]) -> None:
+        """Fence earlier writers of every partition, aborting their open transactions.
+
+        A killed run leaves transactions open until ``transaction.timeout.ms``;
+        while one is open, read_committed readers (the offset map's loader)
+        cannot see past it. ``init_transactions`` with each partition's
+        transactional.id aborts them now.
+        """
+        from confluent_kafka import Producer
+
+        from sparkmirror.pipeline.transactional import transactional_id
+
+        for topic, partitions in topics.items():
+            for p in range(partitions):
+                conf = {
+                    **self.plan.producer_config,
+                    "transactional.id": transactional_id(self.plan, topic, p),
+                    "transaction.timeout.ms": str(self.plan.transaction_timeout_ms),
+                }
+                producer: Any = Producer(conf)
+                retry_kafka(functools.partial(producer.init_transactions, 60), what=f"fencing {topic}[{p}]")
+                producer.flush(0)
 
     def _check_checkpoint_identity(self) -> None:
         """Refuse a checkpoint written for other clusters.
@@ -536,9 +564,11 @@ class FlowRunner:
         if self.flow.refresh_topics_enabled and now >= self._next_refresh:
             self._next_refresh = now + self.flow.refresh_topics_interval_seconds
             self._refresh_topics()
-        if self.flow.emit_checkpoints_enabled and now >= self._next_checkpoint:
+        if now >= self._next_checkpoint:
             self._next_checkpoint = now + self.flow.emit_checkpoints_interval_seconds
-            self.emit_checkpoints()
+            if self.flow.emit_checkpoints_enabled:
+                self.emit_checkpoints()
+            self._prune_offset_map()
         if self.flow.sync_group_offsets_enabled and now >= self._next_group_sync:
             self._next_group_sync = now + self.flow.sync_group_offsets_interval_seconds
             self.checkpoints.sync_group_offsets()
@@ -548,10 +578,8 @@ class FlowRunner:
             self._fit_writer_to_target(self.subscribed)
 
     def emit_checkpoints(self) -> int:
-        """Translate the source groups' positions and write checkpoints; prune the map."""
-        n = self.checkpoints.emit(dict(self.subscribed))
-        self._prune_offset_map()
-        return n
+        """Translate the source groups' positions and write checkpoints."""
+        return self.checkpoints.emit(dict(self.subscribed))
 
     def _prune_offset_map(self) -> None:
         from confluent_kafka import TopicPartition

@@ -112,6 +112,9 @@ def committed_progress(plan: WritePlan, remote: str, partition: int) -> int:
         lambda: consumer.committed([TopicPartition(remote, partition)], timeout=30),
         what=f"reading progress of {remote}[{partition}]",
     )
+    if tp.error is not None:
+        # Never read an error as "no progress": that would write the range again.
+        raise WriteError(f"flow={plan.flow} cannot read progress of {remote}[{partition}]: {tp.error}", terminal=False)
     return int(tp.offset) if tp.offset >= 0 else -1
 
 

@@ -69,11 +69,17 @@ def reset_target(bootstrap: str) -> None:
 
 
 def count(bootstrap: str, topic: str, partitions: int) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-count", "isolation.level": "read_committed"})
-    total = 0
-    for p in range(partitions):
-        lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-        total += hi - lo
+    """Records a read_committed consumer sees on the target (markers excluded)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-count", "isolation.level": "read_committed",
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    total, done = 0, set()
+    while len(done) < partitions:
+        for m in c.consume(10000, 1.0):
+            if m.error():
+                done.add(m.partition())
+            else:
+                total += 1
     c.close()
     return total
 

@@ -25,6 +25,7 @@ import os
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,6 +248,8 @@ class FlowRunner:
         topics = self.topics.source_topics()
         if self.flow.exactly_once:
             self._abort_open_transactions(topics)
+            # Producers cached in the executors are fenced now: make them new.
+            self.plan = dataclasses.replace(self.plan, producer_generation=uuid.uuid4().hex)
         # (Re)load on every start: a failed batch may have committed segments
         # (exactly-once) that never reached this process.
         self.store.load()

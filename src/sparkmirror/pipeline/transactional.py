@@ -53,7 +53,13 @@ def transactional_id(plan: WritePlan, topic: str, partition: int) -> str:
 
 
 def _cached(kind: str, key: str, plan: WritePlan, make: Any) -> Any:
-    cache_key = (kind, key, str(os.getpid()), *sorted(f"{k}={v}" for k, v in plan.producer_config.items()))
+    cache_key = (
+        kind,
+        key,
+        str(os.getpid()),
+        plan.producer_generation,
+        *sorted(f"{k}={v}" for k, v in plan.producer_config.items()),
+    )
     with _CACHE_LOCK:
         obj = _CACHE.get(cache_key)
         if obj is None:

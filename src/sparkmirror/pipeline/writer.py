@@ -118,6 +118,9 @@ class WritePlan:
     #: librdkafka config of a consumer on the target (reads the progress).
     consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
     transaction_timeout_ms: int = 300_000
+    #: Changes whenever the driver fences the flow's transactional ids, so
+    #: executors build new producers instead of reusing fenced ones.
+    producer_generation: str = ""
     #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_RECORDS): the first
     #: attempt of every task fails after writing this many records.
     test_fail_after_records: int = 0

@@ -15,7 +15,7 @@ import logging
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_helpers import admin, create_topics, unique, wait_for, write_config
 from sparkmirror.config import load_config
@@ -74,6 +74,30 @@ def test_checkpoint_never_moves_backwards_across_restarts(bootstraps, spark, tmp
     _commit_listed(bootstraps["A"], group, {(topic, 0): 50})
     Mirror(load_config(cfg), once=True).run()
     assert [(c.upstream_offset, c.downstream_offset) for c in _all_checkpoints(bootstraps["B"], group)][-1] == (50, 50)
+
+
+def test_checkpoint_carries_the_groups_commit_metadata(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+    topic = unique("cp-meta")
+    create_topics(bootstraps["A"], {topic: 1})
+    _produce(bootstraps["A"], topic, 20)
+    group = unique("g")
+    c = Consumer({"bootstrap.servers": bootstraps["A"], "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 7, "app-state-42")], asynchronous=False)
+    c.close()
+    _commit_listed(bootstraps["A"], group, {(topic, 0): 7})
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
+        extra=f"A->B.topics = {topic}\n",
+    )
+    c = Consumer({"bootstrap.servers": bootstraps["A"], "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 7, "app-state-42")], asynchronous=False)
+    c.close()
+    Mirror(load_config(cfg), once=True).run()
+    (cp,) = _all_checkpoints(bootstraps["B"], group)
+    assert (cp.upstream_offset, cp.downstream_offset, cp.metadata) == (7, 7, "app-state-42")
 
 
 def test_group_offset_sync_skips_active_groups_and_never_rewinds(

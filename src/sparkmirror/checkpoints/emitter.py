@@ -22,7 +22,7 @@ from typing import Any
 
 from sparkmirror.core.checkpoints import CheckpointState, group_offset_sync_decision
 from sparkmirror.core.formats import Checkpoint
-from sparkmirror.kafka.groups import commit_offsets, committed_offsets
+from sparkmirror.kafka.groups import commit_offsets, committed_offsets, committed_positions
 from sparkmirror.kafka.internal import COMPACTED, InternalTopicError, ensure_topic, read_to_end
 from sparkmirror.offsets.store import OffsetMapStore
 
@@ -95,14 +95,18 @@ class CheckpointEmitter:
         ]
 
     # -- emission ------------------------------------------------------------
-    def emit(self, mirrored: dict[str, int]) -> int:
-        """One pass over the source groups (``mirrored``: topic -> partitions); returns checkpoints written."""
+    def emit(self, mirrored: dict[str, int], *, write: bool = True) -> int:
+        """One pass over the source groups (``mirrored``: topic -> partitions); returns checkpoints written.
+
+        With ``write=False`` only the translations the group offset sync uses
+        are refreshed (checkpoints disabled, offset sync enabled).
+        """
         t0 = time.monotonic()
         out: list[Checkpoint] = []
         partitions = [(t, p) for t, n in sorted(mirrored.items()) for p in range(n)]
         for group in self.source_groups():
             try:
-                positions = committed_offsets(self.source_consumer_conf, group, partitions, timeout_s=10)
+                positions = committed_positions(self.source_consumer_conf, group, partitions, timeout_s=10)
             except Exception as exc:  # noqa: BLE001 - one group's trouble must not stop the others
                 log.warning(
                     "flow=%s cannot read the offsets of group %s on %s: %s",
@@ -112,10 +116,14 @@ class CheckpointEmitter:
                     exc,
                 )
                 continue
-            for (topic, partition), upstream in sorted(positions.items()):
+            for (topic, partition), (upstream, metadata) in sorted(positions.items()):
                 translation = self.store.translate(topic, partition, upstream)
                 remote = self.flow.policy.format_remote_topic(self.flow.source, topic)
-                cp = self.state.next_checkpoint(group, remote, partition, upstream, translation)
+                if not write:
+                    if translation.downstream_offset is not None:
+                        self.latest[(group, remote, partition)] = translation.downstream_offset
+                    continue
+                cp = self.state.next_checkpoint(group, remote, partition, upstream, translation, metadata)
                 if cp is not None:
                     out.append(cp)
                     self.latest[(group, remote, partition)] = cp.downstream_offset

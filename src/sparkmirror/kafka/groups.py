@@ -54,6 +54,26 @@ def committed_offsets(
     return {(tp.topic, tp.partition): tp.offset for tp in result if tp.offset >= 0}
 
 
+def committed_positions(
+    conf: Mapping[str, Any], group: str, partitions: Iterable[tuple[str, int]], *, timeout_s: float = 30.0
+) -> dict[tuple[str, int], tuple[int, str]]:
+    """Like :func:`committed_offsets`, with each offset's commit metadata."""
+    from confluent_kafka import TopicPartition
+
+    tps = [TopicPartition(t, p) for t, p in partitions]
+    if not tps:
+        return {}
+    consumer = _consumer(conf, group)
+    try:
+        result = retry_kafka(lambda: consumer.committed(tps, timeout=timeout_s), what=f"offsets of group {group}")
+    finally:
+        consumer.close()
+    failed = [f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in result if tp.error is not None]
+    if failed:
+        raise GroupOffsetsError(f"offsets of group {group} not readable: {'; '.join(failed[:3])}")
+    return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in result if tp.offset >= 0}
+
+
 def commit_offsets(conf: Mapping[str, Any], group: str, offsets: Mapping[tuple[str, int], int]) -> None:
     """Commit offsets for a group that has no active members (the broker refuses otherwise)."""
     from confluent_kafka import TopicPartition

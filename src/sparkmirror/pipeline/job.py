@@ -574,6 +574,8 @@ class FlowRunner:
             self._prune_offset_map()
         if self.flow.sync_group_offsets_enabled and now >= self._next_group_sync:
             self._next_group_sync = now + self.flow.sync_group_offsets_interval_seconds
+            if not self.flow.emit_checkpoints_enabled:
+                self.checkpoints.emit(dict(self.subscribed), write=False)
             self.checkpoints.sync_group_offsets()
         if self.flow.sync_topic_configs_enabled and now >= self._next_config_sync:
             self._next_config_sync = now + self.flow.sync_topic_configs_interval_seconds
@@ -622,8 +624,13 @@ class FlowRunner:
         self.query = None
         if exc is None:
             self.finished = True
+            # A --once run leaves checkpoints (and synced groups) as of its end.
             if self.flow.emit_checkpoints_enabled:
-                self.emit_checkpoints()  # a --once run leaves checkpoints as of its end
+                self.emit_checkpoints()
+            if self.flow.sync_group_offsets_enabled:
+                if not self.flow.emit_checkpoints_enabled:
+                    self.checkpoints.emit(dict(self.subscribed), write=False)
+                self.checkpoints.sync_group_offsets()
             return
         text = str(exc)
         if self._stop.is_set() and "_StopRequested" in text:

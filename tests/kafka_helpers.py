@@ -166,3 +166,19 @@ def run_cli(
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+def commit_group(bootstrap: str, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+    """Commit a group's offsets, check they read back, and wait until the coordinator lists
+    the group (the mirror finds groups by listing them, as MM2 does)."""
+    from sparkmirror.kafka.groups import commit_offsets, committed_offsets
+
+    commit_offsets({"bootstrap.servers": bootstrap}, group, offsets)
+    assert committed_offsets({"bootstrap.servers": bootstrap}, group, list(offsets)) == dict(offsets)
+    client = admin(bootstrap)
+    wait_for(
+        lambda: group in {g.group_id for g in client.list_consumer_groups(request_timeout=30).result().valid},
+        timeout_s=60,
+        what=f"group {group} to be listed",
+        interval_s=0.5,
+    )

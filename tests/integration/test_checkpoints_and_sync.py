@@ -17,7 +17,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_helpers import admin, create_topics, unique, wait_for, write_config
+from kafka_helpers import commit_group, create_topics, unique, wait_for, write_config
 from sparkmirror.config import load_config
 from sparkmirror.core.formats import Checkpoint, Heartbeat
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets
@@ -30,17 +30,6 @@ def _produce(bootstrap: str, topic: str, n: int) -> None:
     for i in range(n):
         p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0)
     p.flush(30)
-
-
-def _commit_listed(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    commit_offsets({"bootstrap.servers": bootstrap}, group, offsets)
-    client = admin(bootstrap)
-    wait_for(
-        lambda: group in {g.group_id for g in client.list_consumer_groups(request_timeout=30).result().valid},
-        timeout_s=60,
-        what=f"group {group} listed",
-        interval_s=0.5,
-    )
 
 
 def _all_checkpoints(bootstrap: str, group: str) -> list[Checkpoint]:
@@ -65,13 +54,13 @@ def test_checkpoint_never_moves_backwards_across_restarts(bootstraps, spark, tmp
         checkpoints=checkpoints,
         extra=f"A->B.topics = {topic}\n",
     )
-    _commit_listed(bootstraps["A"], group, {(topic, 0): 200})
+    commit_group(bootstraps["A"], group, {(topic, 0): 200})
     Mirror(load_config(cfg), once=True).run()
     # A restart with the group unchanged emits nothing new (state read back).
     Mirror(load_config(cfg), once=True).run()
     assert [(c.upstream_offset, c.downstream_offset) for c in _all_checkpoints(bootstraps["B"], group)] == [(200, 200)]
     # The group rewinds on A: the checkpoint follows it back.
-    _commit_listed(bootstraps["A"], group, {(topic, 0): 50})
+    commit_group(bootstraps["A"], group, {(topic, 0): 50})
     Mirror(load_config(cfg), once=True).run()
     assert [(c.upstream_offset, c.downstream_offset) for c in _all_checkpoints(bootstraps["B"], group)][-1] == (50, 50)
 
@@ -84,7 +73,7 @@ def test_checkpoint_carries_the_groups_commit_metadata(bootstraps, spark, tmp_pa
     c = Consumer({"bootstrap.servers": bootstraps["A"], "group.id": group, "enable.auto.commit": False})
     c.commit(offsets=[TopicPartition(topic, 0, 7, "app-state-42")], asynchronous=False)
     c.close()
-    _commit_listed(bootstraps["A"], group, {(topic, 0): 7})
+    commit_group(bootstraps["A"], group, {(topic, 0): 7})
     cfg = write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
@@ -108,7 +97,7 @@ def test_group_offset_sync_skips_active_groups_and_never_rewinds(
     _produce(bootstraps["A"], topic, 100)
     empty, ahead, active = unique("g-empty"), unique("g-ahead"), unique("g-active")
     for g in (empty, ahead, active):
-        _commit_listed(bootstraps["A"], g, {(topic, 0): 60})
+        commit_group(bootstraps["A"], g, {(topic, 0): 60})
     remote = f"A.{topic}"
     create_topics(bootstraps["B"], {remote: 1})
     _produce(bootstraps["B"], remote, 0)

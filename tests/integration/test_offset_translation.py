@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_helpers import admin, create_topics, unique, wait_for, write_config
+from kafka_helpers import admin, commit_group, create_topics, unique, wait_for, write_config
 from mm2_client import translate_offsets_with_mm2
 from sparkmirror.config import load_config
 from sparkmirror.core.formats import Checkpoint, OffsetSync
-from sparkmirror.kafka.groups import commit_offsets, committed_offsets
 from sparkmirror.kafka.internal import read_to_end
 from sparkmirror.pipeline.job import Mirror
 
@@ -66,18 +65,7 @@ def _truth(source_log: list[tuple[int, bytes]], target_log: list[tuple[int, byte
 
 
 def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """Commit the group's position on A and wait until the coordinator lists the group
-    (the mirror finds groups by listing them, as MM2 does)."""
-    want = {(topic, p): o for p, o in offsets.items()}
-    commit_offsets({"bootstrap.servers": bootstrap}, group, want)
-    assert committed_offsets({"bootstrap.servers": bootstrap}, group, list(want)) == want
-    client = admin(bootstrap)
-    wait_for(
-        lambda: group in {g.group_id for g in client.list_consumer_groups(request_timeout=30).result().valid},
-        timeout_s=60,
-        what=f"group {group} to be listed",
-        interval_s=0.5,
-    )
+    commit_group(bootstrap, group, {(topic, p): o for p, o in offsets.items()})
 
 
 def _checkpoints(bootstrap: str, group: str) -> dict[tuple[str, int], Checkpoint]:

@@ -33,10 +33,10 @@ def _consumer(conf: Mapping[str, Any], group: str) -> Any:
     return Consumer(c)
 
 
-def committed_offsets(
+def committed_positions(
     conf: Mapping[str, Any], group: str, partitions: Iterable[tuple[str, int]], *, timeout_s: float = 30.0
-) -> dict[tuple[str, int], int]:
-    """The group's committed offsets for ``partitions`` (those without one are left out)."""
+) -> dict[tuple[str, int], tuple[int, str]]:
+    """The group's committed (offset, commit metadata) for ``partitions``; those without one are left out."""
     from confluent_kafka import TopicPartition
 
     tps = [TopicPartition(t, p) for t, p in partitions]
@@ -51,27 +51,15 @@ def committed_offsets(
     if failed:
         # A partition left out would read as "no offset" and could be rewritten.
         raise GroupOffsetsError(f"offsets of group {group} not readable: {'; '.join(failed[:3])}")
-    return {(tp.topic, tp.partition): tp.offset for tp in result if tp.offset >= 0}
-
-
-def committed_positions(
-    conf: Mapping[str, Any], group: str, partitions: Iterable[tuple[str, int]], *, timeout_s: float = 30.0
-) -> dict[tuple[str, int], tuple[int, str]]:
-    """Like :func:`committed_offsets`, with each offset's commit metadata."""
-    from confluent_kafka import TopicPartition
-
-    tps = [TopicPartition(t, p) for t, p in partitions]
-    if not tps:
-        return {}
-    consumer = _consumer(conf, group)
-    try:
-        result = retry_kafka(lambda: consumer.committed(tps, timeout=timeout_s), what=f"offsets of group {group}")
-    finally:
-        consumer.close()
-    failed = [f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in result if tp.error is not None]
-    if failed:
-        raise GroupOffsetsError(f"offsets of group {group} not readable: {'; '.join(failed[:3])}")
     return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in result if tp.offset >= 0}
+
+
+def committed_offsets(
+    conf: Mapping[str, Any], group: str, partitions: Iterable[tuple[str, int]], *, timeout_s: float = 30.0
+) -> dict[tuple[str, int], int]:
+    """The group's committed offsets for ``partitions`` (those without one are left out)."""
+    positions = committed_positions(conf, group, partitions, timeout_s=timeout_s)
+    return {tp: offset for tp, (offset, _metadata) in positions.items()}
 
 
 def commit_offsets(conf: Mapping[str, Any], group: str, offsets: Mapping[tuple[str, int], int]) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 from sparkmirror.core.checkpoints import CheckpointState, group_offset_sync_decision
 from sparkmirror.core.formats import Checkpoint
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets, committed_positions
-from sparkmirror.kafka.internal import COMPACTED, InternalTopicError, ensure_topic, read_to_end
+from sparkmirror.kafka.internal import COMPACTED, ensure_topic, produce_durably, read_to_end
 from sparkmirror.offsets.store import OffsetMapStore
 
 log = logging.getLogger(__name__)
@@ -142,20 +142,12 @@ class CheckpointEmitter:
             from confluent_kafka import Producer
 
             self._producer = Producer({**self.producer_conf, "linger.ms": "5"})
-        errors: list[str] = []
-        for cp in checkpoints:
-            self._producer.produce(
-                self.topic,
-                key=cp.key_bytes(),
-                value=cp.value_bytes(),
-                on_delivery=lambda err, _m: errors.append(err.str()) if err else None,
-            )
-        remaining = self._producer.flush(60)
-        if remaining or errors:
-            raise InternalTopicError(
-                f"flow={self.flow.name}: checkpoints not written to {self.topic}: "
-                + ("; ".join(errors[:3]) or f"{remaining} unacknowledged")
-            )
+        produce_durably(
+            self._producer,
+            self.topic,
+            ((cp.key_bytes(), cp.value_bytes()) for cp in checkpoints),
+            what=f"flow={self.flow.name}: checkpoints",
+        )
 
     # -- group offset sync ----------------------------------------------------
     def sync_group_offsets(self) -> int:

@@ -9,7 +9,7 @@ that stopped at the high watermark could wait for records it may never see.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from sparkmirror.errors import SparkMirrorError
@@ -71,6 +71,27 @@ def ensure_topic(
 
 
 COMPACTED = {"cleanup.policy": "compact"}
+
+
+def produce_durably(producer: Any, topic: str, records: Iterable[tuple[bytes, bytes | None]], *, what: str) -> None:
+    """Produce (key, value) records to ``topic`` and wait until every one is acknowledged.
+
+    Raises :class:`InternalTopicError` naming ``what`` when any record failed
+    or was still unacknowledged after 60 s.
+    """
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err.str())
+
+    for key, value in records:
+        producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
+    remaining = producer.flush(60)
+    if remaining or errors:
+        raise InternalTopicError(
+            f"{what} not written to {topic}: " + ("; ".join(errors[:3]) or f"{remaining} unacknowledged")
+        )
 
 
 def read_to_end(

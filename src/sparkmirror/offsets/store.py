@@ -24,7 +24,7 @@ from typing import Any
 
 from sparkmirror.core.formats import OffsetSegment, OffsetSync
 from sparkmirror.core.offsetmap import OffsetMap, Segment, Translation
-from sparkmirror.kafka.internal import COMPACTED, InternalTopicError, ensure_topic, read_to_end
+from sparkmirror.kafka.internal import COMPACTED, ensure_topic, produce_durably, read_to_end
 
 log = logging.getLogger(__name__)
 
@@ -137,23 +137,15 @@ class OffsetMapStore:
             from confluent_kafka import Producer
 
             self._producer = Producer({**self.producer_conf, "linger.ms": "5"})
-        errors: list[str] = []
         now = int(time.time() * 1000)
-        for seg in segments:
-            rec = seg.to_record(now)
-            self._producer.produce(
-                self.topic,
-                key=rec.key_bytes(),
-                value=rec.value_bytes(),
-                on_delivery=lambda err, _m: errors.append(err.str()) if err else None,
-            )
+        records = [seg.to_record(now) for seg in segments]
         self.emit_offset_syncs(segments)
-        remaining = self._producer.flush(60)
-        if remaining or errors:
-            raise InternalTopicError(
-                f"flow={self.flow.name}: offset map segments not written to {self.topic}: "
-                + ("; ".join(errors[:3]) or f"{remaining} unacknowledged")
-            )
+        produce_durably(
+            self._producer,
+            self.topic,
+            ((rec.key_bytes(), rec.value_bytes()) for rec in records),
+            what=f"flow={self.flow.name}: offset map segments",
+        )
         self.apply(segments)
 
     def prune(self, log_starts: dict[tuple[str, int], int]) -> int:

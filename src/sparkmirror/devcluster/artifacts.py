@@ -1,12 +1,13 @@
 """Fetch the JVM artifacts sparkmirror runs on, once, into a local cache.
 
-Three sets of jars come from Maven Central: Apache Kafka's broker
+Sets of jars come from Maven Central: Apache Kafka's broker
 (``org.apache.kafka:kafka_2.13`` and its runtime dependencies) for the local
 dev clusters, Spark's Kafka connector (``spark-sql-kafka-0-10_2.13`` of the
-installed pyspark's version) for the pipeline, and Kafka's MM2 client
-(``connect-mirror-client``) for the tests that check compatibility with it.
-Maven resolves them; after the first run everything is read from the cache
-and no network is needed.
+installed pyspark's version) for the pipeline, Kafka's MM2 client
+(``connect-mirror-client``) for the tests that check compatibility with it,
+and -- for the benchmark only, on its first run -- MirrorMaker 2 itself
+(``connect-mirror``). Maven resolves them; after the first run everything is
+read from the cache and no network is needed.
 
 This module must never commit downloaded files to the project tree: the cache
 lives under ``$SPARKMIRROR_CACHE`` (default ``~/.cache/sparkmirror``).
@@ -94,6 +95,26 @@ def mm2_client_artifacts(version: str = KAFKA_VERSION) -> ArtifactSet:
             # A no-op SLF4J binding keeps the client's log lines off the
             # harness's stdout, which the tests parse.
             "org.slf4j:slf4j-nop:2.0.16",
+            "org.slf4j:slf4j-api:2.0.16",
+        ),
+    )
+
+
+def mm2_artifacts(version: str = KAFKA_VERSION) -> ArtifactSet:
+    """Apache Kafka's MirrorMaker 2 (``connect-mirror``) with the Connect runtime it runs on.
+
+    Not needed to run sparkmirror, nor fetched by ``sparkmirror setup`` (the
+    Connect runtime with Jetty and Jersey is the largest of the sets): the
+    benchmark fetches it on its first run, to measure MM2 in dedicated mode
+    (``org.apache.kafka.connect.mirror.MirrorMaker``) beside sparkmirror.
+    """
+    return ArtifactSet(
+        name=f"connect-mirror-{version}",
+        coordinates=(
+            f"org.apache.kafka:connect-mirror:{version}",
+            # Kafka's distribution runs Connect on log4j2 through SLF4J 2.
+            "org.apache.logging.log4j:log4j-slf4j2-impl:2.24.3",
+            "org.apache.logging.log4j:log4j-core:2.24.3",
             "org.slf4j:slf4j-api:2.0.16",
         ),
     )

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 # Groups of the mirror's own consumers (Spark's Kafka source, our readers):
 # never checkpointed, whatever ``groups`` says.
-_OWN_GROUP_PREFIXES = ("spark-kafka-source-", "sparkmirror-reader-", "__sparkmirror")
+OWN_GROUP_PREFIXES = ("spark-kafka-source-", "sparkmirror-reader-", "__sparkmirror")
 
 
 class CheckpointEmitter:
@@ -90,7 +90,7 @@ class CheckpointEmitter:
             g
             for g in names
             if g not in self.internal_groups
-            and not g.startswith(_OWN_GROUP_PREFIXES)
+            and not g.startswith(OWN_GROUP_PREFIXES)
             and self.flow.group_filter.matches(g)
         ]
 

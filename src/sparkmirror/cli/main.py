@@ -1,6 +1,7 @@
 """Entry point: parse, configure logging once, dispatch, map errors to exit codes.
 
-Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.
+Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error; failover and
+failback add 3 (a group is active on the destination) and 4 (replication has not caught up).
 Heavy imports (pyspark, confluent-kafka) happen inside the commands.
 """
 
@@ -55,13 +56,15 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from sparkmirror.cli import demo, dev, offsets, run, setup
+    from sparkmirror.cli import demo, dev, failover, offsets, run, setup
 
     cli.add_command(setup.setup)
     cli.add_command(dev.dev)
     cli.add_command(run.run)
     cli.add_command(demo.demo)
     cli.add_command(offsets.offsets)
+    cli.add_command(failover.failover)
+    cli.add_command(failover.failback)
 
 
 _register()

@@ -312,6 +312,14 @@ class PartitionMap:
 
     # -- queries -------------------------------------------------------------------------------
 
+    def upstream_end(self) -> int | None:
+        """One past the highest mirrored upstream offset (None without segments): where the
+        source's records not on the target yet begin."""
+        if not self._segments:
+            return None
+        self._ensure_built()
+        return self._max_u_end
+
     def translate(self, group_offset: int) -> Translation:
         """Downstream position for upstream position ``group_offset`` (invariants A–F)."""
         g = group_offset
@@ -485,6 +493,13 @@ class OffsetMap:
                 f"{what} of {topic}[{partition}] refused: the offset map has not been read to its end yet "
                 "(KAFKA-13659: a partly loaded map would translate to stale, too-low offsets)"
             )
+
+    def upstream_end(self, topic: str, partition: int) -> int | None:
+        """One past the highest mirrored upstream offset of ``topic[partition]`` (None without
+        segments). Raises :class:`NotLoadedError` before :meth:`mark_loaded`."""
+        self._require_loaded(topic, partition, "the mirrored end")
+        pmap = self._partitions.get((topic, partition))
+        return pmap.upstream_end() if pmap is not None else None
 
     def translate(self, topic: str, partition: int, group_offset: int) -> Translation:
         """Downstream position on the target for upstream position ``group_offset`` of the

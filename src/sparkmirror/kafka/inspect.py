@@ -1,12 +1,23 @@
 """Read-only views of both clusters: how many records each topic holds.
 
-Used by the end-of-run summary and the demo. Never writes to a cluster.
+Used by the end-of-run summary, the demo and failover plans. Never writes to a cluster.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from sparkmirror.errors import SparkMirrorError
+from sparkmirror.kafka.retry import retry_kafka
+
+
+class KafkaInspectError(SparkMirrorError):
+    """A partition could not be read to count its records."""
+
+    retriable = True
 
 
 @dataclass(frozen=True)
@@ -43,3 +54,71 @@ def topic_counts(flow: Any, source_admin: Any, target_admin: Any, topics: dict[s
             tgt = sum(h - lo for lo, h in watermarks(target_admin, remote, len(target_md[remote].partitions)))
         rows.append(TopicCounts(topic, remote, partitions, src, tgt))
     return rows
+
+
+def _reader(consumer_conf: Mapping[str, Any]) -> Any:
+    from confluent_kafka import Consumer
+
+    conf = dict(consumer_conf)
+    conf.update(
+        {
+            "group.id": "sparkmirror-reader-inspect",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    return Consumer(conf)
+
+
+def partition_bounds(consumer_conf: Mapping[str, Any], topic: str, partition: int) -> tuple[int, int]:
+    """(log start offset, high watermark) of ``topic[partition]``."""
+    from confluent_kafka import TopicPartition
+
+    consumer = _reader(consumer_conf)
+    try:
+        low, high = retry_kafka(
+            lambda: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30),
+            what=f"watermarks of {topic}[{partition}]",
+        )
+        return int(low), int(high)
+    finally:
+        consumer.close()
+
+
+def count_records(
+    consumer_conf: Mapping[str, Any], topic: str, partition: int, start: int, end: int, *, cap: int = 200_000
+) -> int:
+    """Committed records of ``topic[partition]`` at offsets ``[start, end)``, as a ``read_committed``
+    consumer sees them: transaction markers and aborted records do not count.
+
+    Reads at most ``cap`` records; beyond that the offset distance ``end - start`` is returned (an
+    upper bound, never an undercount). Records of a transaction still open are not counted.
+    """
+    from confluent_kafka import TopicPartition
+
+    if end <= start:
+        return 0
+    consumer = _reader(consumer_conf)
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        counted = 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == err._PARTITION_EOF:
+                        return counted
+                    raise KafkaInspectError(f"reading {topic}[{partition}] from offset {start}: {err.str()}")
+                offset = msg.offset() or 0
+                if offset >= end:
+                    return counted
+                counted += 1
+                if counted >= cap:
+                    return end - start
+                if offset == end - 1:
+                    return counted
+        raise KafkaInspectError(f"counting {topic}[{partition}] offsets {start}..{end} took longer than 60s")
+    finally:
+        consumer.close()

@@ -1,0 +1,343 @@
+"""Build a failover or failback plan from what the clusters hold; never writes to a cluster.
+
+The rules (routes, checks, no rewind) live in :mod:`sparkmirror.core.failover`; this module
+gathers their inputs: the groups and their positions on the origin (or, when the origin does
+not answer, their last checkpoints on the destination), the offset maps of the flows between
+the two clusters (each read to its end before anything is translated), how many records of
+each origin partition are not on the destination yet, the destination's group states and the
+offsets the groups already hold there.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sparkmirror.checkpoints.emitter import OWN_GROUP_PREFIXES
+from sparkmirror.config.model import FlowConfig, MirrorConfig, reveal
+from sparkmirror.core.failover import (
+    Direction,
+    FailoverPlan,
+    GroupState,
+    PartitionMove,
+    Route,
+    decide_commit,
+    missing_after,
+    route,
+)
+from sparkmirror.core.formats import Checkpoint
+from sparkmirror.core.offsetmap import OffsetMap
+from sparkmirror.errors import ConfigError
+from sparkmirror.kafka.clients import admin_config, librdkafka_config
+from sparkmirror.kafka.groups import committed_offsets
+from sparkmirror.kafka.inspect import count_records, partition_bounds
+from sparkmirror.kafka.internal import read_to_end
+from sparkmirror.offsets.store import OffsetMapStore
+
+log = logging.getLogger(__name__)
+
+#: How long the origin may take to answer before the plan is made from the destination alone.
+REACHABLE_TIMEOUT_S = 10.0
+
+
+@dataclass
+class Cluster:
+    """Client settings for one cluster (secrets revealed only into the client configs)."""
+
+    alias: str
+    consumer: dict[str, Any]
+    admin_conf: dict[str, Any]
+    _admin: Any = None
+
+    @classmethod
+    def of(cls, cfg: MirrorConfig, alias: str) -> Cluster:
+        cluster = cfg.clusters.get(alias)
+        if cluster is None or not cluster.bootstrap_servers:
+            raise ConfigError(
+                f"cluster {alias} has no bootstrap.servers in the configuration", key=f"{alias}.bootstrap.servers"
+            )
+        consumer = librdkafka_config(reveal(cluster.consumer_props, True), role="consumer")
+        consumer["log_level"] = "3"
+        admin = admin_config(reveal(cluster.admin_props, True))
+        admin["log_level"] = "3"
+        return cls(alias, consumer, admin)
+
+    @property
+    def admin(self) -> Any:
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient(dict(self.admin_conf))
+        return self._admin
+
+    def reachable(self, timeout_s: float = REACHABLE_TIMEOUT_S) -> bool:
+        try:
+            self.admin.list_topics(timeout=timeout_s)
+        except Exception as exc:  # noqa: BLE001 - an unreachable cluster is an expected case here
+            log.warning("cluster %s does not answer: %s", self.alias, str(exc).splitlines()[0][:200])
+            return False
+        return True
+
+    def topics(self) -> dict[str, int]:
+        md = self.admin.list_topics(timeout=30)
+        return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+
+
+def _flow(cfg: MirrorConfig, source: str, target: str) -> FlowConfig | None:
+    return next((f for f in cfg.all_flows if f.source == source and f.target == target), None)
+
+
+def _load_map(flow: FlowConfig, stored_on: Cluster) -> OffsetMap:
+    store = OffsetMapStore(flow, None, {}, stored_on.consumer)
+    store.load()
+    return store.map
+
+
+def _group_selector(pattern: str | None, flow: FlowConfig | None) -> Any:
+    if pattern is not None:
+        try:
+            rx = re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(
+                f"--groups {pattern!r} is not a valid regular expression: {exc}", key="--groups"
+            ) from None
+        return lambda g: rx.fullmatch(g) is not None
+    if flow is not None:
+        return flow.group_filter.matches
+    return lambda _g: True
+
+
+def describe_groups(cluster: Cluster, groups: list[str]) -> dict[str, GroupState]:
+    if not groups:
+        return {}
+    out: dict[str, GroupState] = {}
+    futures = cluster.admin.describe_consumer_groups(groups, request_timeout=30)
+    for group, fut in futures.items():
+        try:
+            desc = fut.result()
+        except Exception:  # noqa: BLE001 - an absent group is reported as an error by some brokers
+            out[group] = GroupState(group, "absent")
+            continue
+        state = getattr(desc.state, "name", str(desc.state)).lower()
+        members = tuple((m.member_id, m.client_id, m.host) for m in (desc.members or []))
+        out[group] = GroupState(group, state, members)
+    return out
+
+
+def _checkpointed_positions(flow: FlowConfig, destination: Cluster) -> dict[str, dict[tuple[str, int], int]]:
+    """Every group's last checkpointed upstream offset per source partition, from the destination."""
+    topic = flow.policy.checkpoints_topic(flow.source)
+    out: dict[str, dict[tuple[str, int], int]] = {}
+    for key, value in read_to_end(destination.consumer, topic):
+        if key is None:
+            continue
+        if value is None:
+            continue
+        cp = Checkpoint.decode(key, value)
+        source_topic = (
+            flow.policy.upstream_topic(cp.topic) if flow.policy.topic_source(cp.topic) == flow.source else cp.topic
+        )
+        out.setdefault(cp.group, {})[(source_topic or cp.topic, cp.partition)] = cp.upstream_offset
+    return out
+
+
+def build_plan(
+    cfg: MirrorConfig,
+    *,
+    command: str,
+    origin: str,
+    destination: str,
+    groups_pattern: str | None = None,
+    force: bool = False,
+) -> FailoverPlan:
+    """Plan moving the selected groups from ``origin`` to ``destination`` (see the module doc)."""
+    if origin == destination:
+        raise ConfigError(f"--source and --target are the same cluster ({origin})", key="--target")
+    forward = _flow(cfg, origin, destination)
+    reverse = _flow(cfg, destination, origin)
+    if forward is None and reverse is None:
+        raise ConfigError(
+            f"no flow between {origin} and {destination} in the configuration "
+            f"(expected {origin}->{destination} or {destination}->{origin})",
+            key=f"{origin}->{destination}.enabled",
+        )
+    src = Cluster.of(cfg, origin)
+    dst = Cluster.of(cfg, destination)
+    reachable = src.reachable()
+    plan = FailoverPlan(
+        command=command,
+        origin=origin,
+        destination=destination,
+        origin_reachable=reachable,
+        positions_from="origin" if reachable else "checkpoints",
+        force=force,
+    )
+
+    # Offset maps: forward stored on the destination, reverse stored on the origin.
+    forward_map = _load_map(forward, dst) if forward is not None else None
+    reverse_map: OffsetMap | None = None
+    if reverse is not None:
+        if reachable:
+            reverse_map = _load_map(reverse, src)
+        else:
+            plan.notes.append(
+                f"{origin} does not answer: the {reverse.name} offset map (stored on {origin}) is not readable, "
+                f"so positions in topics {origin} received from {destination} cannot be moved"
+            )
+
+    origin_topics = src.topics() if reachable else {}
+    forward_topics: set[str] = set()
+    if forward is not None and forward_map is not None:
+        forward_topics = {t for t, _p in forward_map.partitions()}
+        forward_topics |= {t for t in origin_topics if _selected(forward, t)}
+    reverse_topics = {t for t, _p in reverse_map.partitions()} if reverse_map is not None else set()
+
+    def route_of(topic: str) -> Route | None:
+        return route(
+            topic,
+            origin,
+            destination,
+            forward_policy=forward.policy if forward is not None else None,
+            forward_topics=forward_topics,
+            reverse_policy=reverse.policy if reverse is not None else None,
+            reverse_topics=reverse_topics,
+        )
+
+    select = _group_selector(groups_pattern, forward or reverse)
+    positions = _origin_positions(plan, src, dst, forward, select, origin_topics, route_of)
+    plan.groups = sorted(positions)
+    if not reachable:
+        plan.notes.append(
+            f"{origin} does not answer: planned from what {destination} holds (the last checkpoints of each group "
+            f"and the offset map). A group that committed after its last checkpoint re-reads those records on "
+            f"{destination}; records not mirrored before {origin} was lost cannot be counted."
+        )
+
+    if reachable and forward_map is not None:
+        _measure_lag(plan, src, forward_map, {t: origin_topics.get(t, 0) for t in forward_topics}, positions)
+
+    plan.destination_groups = describe_groups(dst, plan.groups)
+    destination_topics = dst.topics()
+    for group in plan.groups:
+        routed: list[tuple[str, Route, int, int]] = []
+        for (topic, partition), offset in sorted(positions[group].items()):
+            r = route_of(topic)
+            if r is None or r.destination_topic not in destination_topics:
+                plan.unrouted.setdefault(group, [])
+                if topic not in plan.unrouted[group]:
+                    plan.unrouted[group].append(topic)
+                continue
+            routed.append((topic, r, partition, offset))
+        existing = committed_offsets(dst.consumer, group, [(r.destination_topic, p) for _t, r, p, _o in routed])
+        for topic, r, partition, offset in routed:
+            plan.moves.append(_move(plan, group, topic, r, partition, offset, existing, forward_map, reverse_map, dst))
+    return plan
+
+
+def _selected(flow: FlowConfig, topic: str) -> bool:
+    from sparkmirror.core.policy import should_replicate_topic
+
+    return should_replicate_topic(
+        topic,
+        source_alias=flow.source,
+        target_alias=flow.target,
+        policy=flow.policy,
+        topic_filter=flow.topic_filter,
+        heartbeats_replication_enabled=False,
+    )
+
+
+def _origin_positions(
+    plan: FailoverPlan,
+    src: Cluster,
+    dst: Cluster,
+    forward: FlowConfig | None,
+    select: Any,
+    origin_topics: dict[str, int],
+    route_of: Any,
+) -> dict[str, dict[tuple[str, int], int]]:
+    """Each selected group's positions in topics some flow carries to the destination."""
+    if not plan.origin_reachable:
+        if forward is None:
+            return {}
+        checkpointed = _checkpointed_positions(forward, dst)
+        return {g: pos for g, pos in checkpointed.items() if select(g) and not g.startswith(OWN_GROUP_PREFIXES)}
+    listed = src.admin.list_consumer_groups(request_timeout=30).result()
+    names = sorted(g.group_id for g in listed.valid if not g.group_id.startswith(OWN_GROUP_PREFIXES))
+    partitions = [(t, p) for t, n in sorted(origin_topics.items()) if route_of(t) is not None for p in range(n)]
+    out: dict[str, dict[tuple[str, int], int]] = {}
+    for group in names:
+        if not select(group):
+            continue
+        offsets = committed_offsets(src.consumer, group, partitions)
+        if offsets:
+            out[group] = offsets
+    return out
+
+
+def _measure_lag(
+    plan: FailoverPlan,
+    src: Cluster,
+    forward_map: OffsetMap,
+    topics: dict[str, int],
+    positions: dict[str, dict[tuple[str, int], int]],
+) -> None:
+    """Records not on the destination yet, for every partition of the topics the groups read."""
+    used = {t for pos in positions.values() for (t, _p) in pos}
+    for topic in sorted(used & set(topics)):
+        for partition in range(topics[topic]):
+            log_start, log_end = partition_bounds(src.consumer, topic, partition)
+            start, end = missing_after(forward_map.upstream_end(topic, partition), log_start, log_end)
+            plan.lag[f"{topic}[{partition}]"] = (
+                count_records(src.consumer, topic, partition, start, end) if end > start else 0
+            )
+
+
+def _move(
+    plan: FailoverPlan,
+    group: str,
+    topic: str,
+    r: Route,
+    partition: int,
+    offset: int,
+    existing: dict[tuple[str, int], int],
+    forward_map: OffsetMap | None,
+    reverse_map: OffsetMap | None,
+    dst: Cluster,
+) -> PartitionMove:
+    if r.direction is Direction.FORWARD:
+        assert forward_map is not None
+        tr = forward_map.translate(r.map_topic, partition, offset)
+        target = tr.downstream_offset
+        missing = plan.lag.get(f"{r.map_topic}[{partition}]") if plan.origin_reachable else None
+    else:
+        assert reverse_map is not None
+        tr = reverse_map.reverse_translate(r.map_topic, partition, offset)
+        target = tr.upstream_offset
+        # The records came from the destination: it lacks some only if it came back from a
+        # disaster with less than it had, and then the translated position is past its end.
+        missing = 0
+        if target is not None:
+            _start, end = partition_bounds(dst.consumer, r.destination_topic, partition)
+            missing = max(0, target - end)
+            if missing:
+                plan.lag[f"{r.destination_topic}[{partition}]"] = missing
+    current = existing.get((r.destination_topic, partition))
+    action, reason = decide_commit(current, target, force=plan.force)
+    return PartitionMove(
+        group=group,
+        origin_topic=topic,
+        partition=partition,
+        origin_offset=offset,
+        destination_topic=r.destination_topic,
+        destination_offset=target,
+        via=f"{r.direction.value} ({r.flow} offset map)",
+        method=tr.method.name,
+        missing=missing,
+        existing=current,
+        action=action,
+        reason=reason,
+        explanation=tr.explanation,
+    )

@@ -27,14 +27,13 @@ from sparkmirror.core.failover import (
     missing_after,
     route,
 )
-from sparkmirror.core.formats import Checkpoint
 from sparkmirror.core.offsetmap import OffsetMap
 from sparkmirror.errors import ConfigError
 from sparkmirror.kafka.clients import admin_config, librdkafka_config
 from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.inspect import count_records, partition_bounds
-from sparkmirror.kafka.internal import read_to_end
 from sparkmirror.offsets.store import OffsetMapStore
+from sparkmirror.offsets.translate import checkpointed_positions
 
 log = logging.getLogger(__name__)
 
@@ -123,23 +122,6 @@ def describe_groups(cluster: Cluster, groups: list[str]) -> dict[str, GroupState
         state = getattr(desc.state, "name", str(desc.state)).lower()
         members = tuple((m.member_id, m.client_id, m.host) for m in (desc.members or []))
         out[group] = GroupState(group, state, members)
-    return out
-
-
-def _checkpointed_positions(flow: FlowConfig, destination: Cluster) -> dict[str, dict[tuple[str, int], int]]:
-    """Every group's last checkpointed upstream offset per source partition, from the destination."""
-    topic = flow.policy.checkpoints_topic(flow.source)
-    out: dict[str, dict[tuple[str, int], int]] = {}
-    for key, value in read_to_end(destination.consumer, topic):
-        if key is None:
-            continue
-        if value is None:
-            continue
-        cp = Checkpoint.decode(key, value)
-        source_topic = (
-            flow.policy.upstream_topic(cp.topic) if flow.policy.topic_source(cp.topic) == flow.source else cp.topic
-        )
-        out.setdefault(cp.group, {})[(source_topic or cp.topic, cp.partition)] = cp.upstream_offset
     return out
 
 
@@ -262,7 +244,7 @@ def _origin_positions(
     if not plan.origin_reachable:
         if forward is None:
             return {}
-        checkpointed = _checkpointed_positions(forward, dst)
+        checkpointed = checkpointed_positions(forward, dst.consumer)
         return {g: pos for g, pos in checkpointed.items() if select(g) and not g.startswith(OWN_GROUP_PREFIXES)}
     listed = src.admin.list_consumer_groups(request_timeout=30).result()
     names = sorted(g.group_id for g in listed.valid if not g.group_id.startswith(OWN_GROUP_PREFIXES))

@@ -9,6 +9,7 @@ last checkpoints on the target, and the report says so.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -68,19 +69,23 @@ def source_positions(
         return None
 
 
-def checkpoint_positions(flow: Any, group: str) -> dict[tuple[str, int], int]:
-    """The group's last checkpointed source offsets, read from the target (keyed by source topic)."""
-    consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
+def checkpointed_positions(flow: Any, target_consumer_conf: Mapping[str, Any]) -> dict[str, dict[tuple[str, int], int]]:
+    """Every group's last checkpointed upstream offset per *source* topic partition, read from the target."""
     topic = flow.policy.checkpoints_topic(flow.source)
-    latest: dict[tuple[str, int], int] = {}
-    for key, value in read_to_end(consumer, topic):
+    out: dict[str, dict[tuple[str, int], int]] = {}
+    for key, value in read_to_end(target_consumer_conf, topic):
         if key is None or value is None:
             continue
         cp = Checkpoint.decode(key, value)
-        if cp.group == group:
-            source_topic = flow.policy.original_topic(cp.topic) if flow.policy.topic_source(cp.topic) else cp.topic
-            latest[(source_topic, cp.partition)] = cp.upstream_offset
-    return latest
+        upstream = flow.policy.upstream_topic(cp.topic) if flow.policy.topic_source(cp.topic) == flow.source else None
+        out.setdefault(cp.group, {})[(upstream or cp.topic, cp.partition)] = cp.upstream_offset
+    return out
+
+
+def checkpoint_positions(flow: Any, group: str) -> dict[tuple[str, int], int]:
+    """The group's last checkpointed source offsets, read from the target (keyed by source topic)."""
+    consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
+    return checkpointed_positions(flow, consumer).get(group, {})
 
 
 def translate_group(flow: Any, group: str) -> GroupTranslation:

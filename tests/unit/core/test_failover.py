@@ -174,3 +174,17 @@ def test_report_json_has_every_fact() -> None:
     plan = _plan([_move("g", existing=None, target=3)])
     d = plan.as_dict()
     assert d["moves"][0]["action"] == "commit" and d["summary"]["commit"] == 1 and d["refusals"] == []
+
+
+def test_report_text_has_table_summary_and_reset_reminder() -> None:
+    from sparkmirror.failover.report import render
+
+    plan = _plan([_move("g", existing=None, target=3), _move("g", existing=9, target=3, partition=1)])
+    plan.lag = {"orders[0]": 0, "orders[1]": 0}
+    text = render(plan)
+    assert "group g" in text and "orders[0]" in text and "A.orders" in text
+    assert "summary: 1 groups, 2 partitions: 1 to commit, 0 unchanged, 1 kept" in text
+    assert "records not on B: 0" in text
+    assert "auto.offset.reset" in text and "run again with --execute" in text
+    plan.origin_reachable = False
+    assert "records not on B: unknown" in render(plan)

@@ -260,7 +260,12 @@ class _CheckpointTail:
                     f"{self.topic}[0] on {self.bootstrap}: read to offset {self.next_offset} of {end} "
                     f"in {timeout_s:.1f}s; the next lookup continues from there"
                 )
-            msgs = consumer.consume(10_000, min(remaining, 0.5))
+            # consume() waits its whole timeout unless the batch fills: take what is queued
+            # without waiting, and wait (poll) only when nothing is, which returns on the first record.
+            msgs = consumer.consume(10_000, 0)
+            if not msgs:
+                msg = consumer.poll(min(remaining, 0.5))
+                msgs = [] if msg is None else [msg]
             for msg in msgs:
                 err = msg.error()
                 if err is None:

@@ -17,12 +17,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from kafka_helpers import Rec, create_topics, produce, unique, wait_for
 from mm2_client import remote_cluster_names, replication_hops_with_mm2, translate_offsets_with_mm2
 from sparkmirror import client
-from sparkmirror.client import CheckpointsTopicNotFoundError, MirrorClient, TopicPartition
+from sparkmirror.client import CheckpointsTopicNotFoundError, ClientError, MirrorClient, TopicPartition
 from sparkmirror.core.formats import Checkpoint
 
 
@@ -250,3 +251,41 @@ def test_concurrent_lookups_see_every_committed_checkpoint(bootstraps, mirror_cl
     assert not errors, errors
     assert mirror_client.translate_offsets(alias, groups[0]) == {_tp(alias, "orders", 0): 3}
     assert mirror_client.index(alias).records_read == 32
+
+
+def test_a_recreated_checkpoints_topic_is_read_again(bootstraps, mirror_client: MirrorClient) -> None:
+    """A topic that ends before what the index already read was deleted and created again: the
+    index starts over instead of keeping checkpoints that no longer exist."""
+    b, alias = bootstraps["B"], _alias()
+    topic = _checkpoints_topic(b, alias)
+    _write(b, topic, [Checkpoint(g, f"{alias}.orders", 0, 5, 5) for g in ("gone", "app", "app")])
+    assert mirror_client.translate_offsets(alias, "gone") == {_tp(alias, "orders", 0): 5}
+
+    admin = AdminClient({"bootstrap.servers": b})
+    for f in admin.delete_topics([topic], operation_timeout=30).values():
+        f.result()
+    wait_for(lambda: topic not in admin.list_topics(timeout=30).topics, timeout_s=60, what=f"{topic} deleted")
+
+    def recreated() -> bool:
+        try:
+            create_topics(b, {topic: 1}, {"cleanup.policy": "compact"})
+        except KafkaException:
+            return False  # still being deleted
+        return True
+
+    wait_for(recreated, timeout_s=60, what=f"{topic} created again", interval_s=0.5)
+    _write(b, topic, [Checkpoint("app", f"{alias}.orders", 0, 1, 1)])
+    wait_for(
+        lambda: _lookup_or_none(mirror_client, alias, "app") == {_tp(alias, "orders", 0): 1},
+        timeout_s=60,
+        what="the new topic's checkpoint",
+        interval_s=0.5,
+    )
+    assert mirror_client.translate_offsets(alias, "gone") == {}
+
+
+def _lookup_or_none(mc: MirrorClient, alias: str, group: str) -> dict[TopicPartition, int] | None:
+    try:
+        return mc.translate_offsets(alias, group, timeout_s=5)
+    except ClientError:
+        return None  # metadata of the new topic not there yet

@@ -200,6 +200,8 @@ class PartitionWrite:
         "dead_lettered",
         "max_ts",
         "refusal",
+        "sent",
+        "reported",
         "us",
         "ds",
         "segments",
@@ -222,28 +224,58 @@ class PartitionWrite:
         self.max_ts = -1
         #: A terminal refusal (errors.tolerance=none): the driver stops the flow.
         self.refusal: str | None = None
+        #: Upstream offset of every record handed to the producer, in produce order.
+        self.sent: list[int] = []
+        #: Delivery reports received so far (an index into ``sent``).
+        self.reported = 0
         #: (upstream, downstream) of every acknowledged record, in write order.
         self.us: list[int] = []
         self.ds: list[int] = []
         #: Offset-map segments of what this task wrote (see finish_segments).
         self.segments: list[Any] = []
 
-    def delivered(self, upstream: int, record: Any, err: Any, msg: Any) -> None:
+    def delivered(self, err: Any, msg: Any) -> None:
+        """The producer's delivery report for this partition's next record.
+
+        librdkafka reports the records of one partition in the order they were produced (the
+        idempotent producer keeps that order through retries), so the n-th report belongs to
+        ``sent[n]``: one bound method serves every record, no closure per record.
+        :func:`check_report_order` verifies the assumption on every task: offsets the target
+        assigned must rise in report order.
+        """
+        upstream = self.sent[self.reported]
+        self.reported += 1
         self.pending -= 1
         if err is None:
             off = msg.offset()
             self.us.append(upstream)
             self.ds.append(off)
-            if self.first_target < 0 or off < self.first_target:
+            if self.first_target < 0:
                 self.first_target = off
-            if off > self.last_target:
-                self.last_target = off
+            self.last_target = off
             return
         name = err.name()
         if name in _RECORD_ERRORS:
+            ts = msg.timestamp()[1]
+            record = (msg.key(), msg.value(), msg.headers(), ts if ts > 0 else None)
             self.record_failures.append((upstream, record, f"{name}: {err.str()}"))
         elif self.failure is None or upstream < self.failure[0]:
             self.failure = (upstream, name, err.str())
+
+
+def check_report_order(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None:
+    """Offsets the target assigned to one producer's records of a partition rise in produce order;
+    if the delivery reports disagree, reports were not in produce order and pairing them with
+    upstream offsets would corrupt the offset map: fail the batch (it is replayed) instead."""
+    for w in parts:
+        ds = w.ds
+        if any(b <= a for a, b in zip(ds, ds[1:], strict=False)):
+            raise WriteError(
+                f"flow={plan.flow} {w.topic}[{w.partition}] offsets {w.first_offset}..{w.last_offset}: "
+                f"delivery reports for {w.remote}[{w.partition}] arrived out of produce order; "
+                "the batch will be replayed",
+                terminal=False,
+            )
 
 
 def write_arrow_batches(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any]:
@@ -273,6 +305,8 @@ def finish_segments(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None:
     """Turn each partition's acknowledged (upstream, downstream) pairs into segments."""
     from sparkmirror.core.offsetmap import Segment, segments_from_offsets
 
+    parts = list(parts)
+    check_report_order(plan, parts)
     for w in parts:
         if not w.us:
             w.segments = []
@@ -334,89 +368,174 @@ def _result_arrow_schema() -> Any:
     )
 
 
+def _runs(batch: Any) -> list[tuple[int, int, str, int]]:
+    """``(start, end, topic, partition)`` row ranges of one source partition each.
+
+    Spark's Kafka source gives a task one partition, so one run is the rule; the general case is
+    kept for sources configured with ``minPartitions``.
+    """
+    import pyarrow.compute as pc
+
+    n = batch.num_rows
+    topics, partitions = batch.column(2), batch.column(3)
+    if pc.count_distinct(topics).as_py() == 1 and pc.count_distinct(partitions).as_py() == 1:
+        return [(0, n, topics[0].as_py(), partitions[0].as_py())]
+    runs: list[tuple[int, int, str, int]] = []
+    tl, pl = topics.to_pylist(), partitions.to_pylist()
+    start = 0
+    for i in range(1, n + 1):
+        if i == n or tl[i] != tl[start] or pl[i] != pl[start]:
+            runs.append((start, i, tl[start], pl[start]))
+            start = i
+    return runs
+
+
+def _headers(column: Any) -> list[Headers | None]:
+    """Each row's headers as the producer takes them, from Arrow's list<struct<key, value>>."""
+    import pyarrow as pa
+
+    n = len(column)
+    if column.null_count == n:
+        return [None] * n
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    offsets = column.offsets.to_pylist()
+    flat = column.values  # every row's entries, concatenated
+    keys = flat.field(0).to_pylist()
+    values = flat.field(1).to_pylist()
+    pairs = list(zip(keys, values, strict=True))
+    valid = column.is_valid().to_pylist()
+    out: list[Headers | None] = []
+    for i in range(n):
+        a, b = offsets[i], offsets[i + 1]
+        out.append(pairs[a:b] if valid[i] and b > a else None)
+    return out
+
+
+def _sizes(batch: Any) -> Any:
+    """:func:`record_size` of every row at once (numpy int64)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    def lengths(arr: Any) -> Any:
+        return pc.fill_null(pc.binary_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+    size = lengths(batch.column(0)) + lengths(batch.column(1)) + (_BATCH_OVERHEAD + _RECORD_OVERHEAD)
+    headers = batch.column(6)
+    if headers.null_count < len(headers):
+        flat = headers.values
+        entry = lengths(flat.field(0)) + lengths(flat.field(1)) + _HEADER_OVERHEAD
+        cumulative = np.concatenate([[0], np.cumsum(entry)])
+        offsets = pc.fill_null(headers.offsets, 0).to_numpy(zero_copy_only=False)
+        size += cumulative[offsets[1:]] - cumulative[offsets[:-1]]
+    return size
+
+
 def produce_batch(producer: Any, batch: Any, plan: WritePlan, parts: dict[tuple[str, int], PartitionWrite]) -> None:
+    """Hand every row of one Arrow batch to the producer (acknowledgements come later)."""
+    import pyarrow.compute as pc
+
     n = batch.num_rows
     if n == 0:
         return
     keys = batch.column(0).to_pylist()
     values = batch.column(1).to_pylist()
-    topics = batch.column(2).to_pylist()
-    partitions = batch.column(3).to_pylist()
     offsets = batch.column(4).to_pylist()
     stamps = batch.column(5).to_pylist()
-    headers = batch.column(6).to_pylist()
+    headers = _headers(batch.column(6))
+    sizes = _sizes(batch)
     produce = producer.produce
     poll = producer.poll
-    limits = plan.max_record_bytes
-    current: PartitionWrite | None = None
-    for i in range(n):
-        topic = topics[i]
-        partition = partitions[i]
-        if current is None or current.topic != topic or current.partition != partition:
-            current = parts.get((topic, partition))
-            if current is None:
-                current = PartitionWrite(topic, plan.remote_topic(topic), partition)
-                parts[(topic, partition)] = current
-                current.first_offset = offsets[i]
-        upstream = offsets[i]
-        key = keys[i]
-        value = values[i]
-        hdrs = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else None
-        ts = stamps[i]
-        w = current
-        limit = limits.get(w.remote)
-        if limit is not None and record_size(key, value, hdrs) > limit:
-            # The target would refuse it, and with it every record batched
-            # alongside: keep it out of the batch and settle it on its own.
-            reason = f"MSG_SIZE_TOO_LARGE: larger than max.message.bytes={limit}"
-            w.record_failures.append((upstream, (key, value, hdrs, ts), reason))
-            w.records += 1
-            w.last_offset = upstream
-            continue
-
-        def on_delivery(
-            err: Any,
-            msg: Any,
-            _u: int = upstream,
-            _w: PartitionWrite = w,
-            _r: tuple[Any, Any, Any, Any] = (key, value, hdrs, ts),
-        ) -> None:
-            _w.delivered(_u, _r, err, msg)
-
-        while True:
+    for start, end, topic, partition in _runs(batch):
+        w = parts.get((topic, partition))
+        if w is None:
+            w = parts[(topic, partition)] = PartitionWrite(topic, plan.remote_topic(topic), partition)
+            w.first_offset = offsets[start]
+        remote = w.remote
+        on_delivery = w.delivered
+        sent = w.sent
+        limit = plan.max_record_bytes.get(remote)
+        too_big = {int(j) + start for j in (sizes[start:end] > limit).nonzero()[0]} if limit is not None else set()
+        for i in range(start, end):
+            if too_big and i in too_big:
+                # The target would refuse it, and with it every record batched
+                # alongside: keep it out of the batch and settle it on its own.
+                reason = f"MSG_SIZE_TOO_LARGE: larger than max.message.bytes={limit}"
+                w.record_failures.append((offsets[i], (keys[i], values[i], headers[i], stamps[i]), reason))
+                continue
             try:
                 produce(
-                    w.remote,
-                    value=value,
-                    key=key,
+                    remote,
+                    values[i],
+                    keys[i],
                     partition=partition,
-                    timestamp=ts or 0,
-                    headers=hdrs,
+                    timestamp=stamps[i] or 0,
+                    headers=headers[i],
                     on_delivery=on_delivery,
                 )
-                break
             except BufferError:
-                poll(0.05)  # local queue full: let deliveries drain
+                _produce_when_room(producer, plan, w, remote, partition, i, keys, values, stamps, headers)
             except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
-                err: Any = exc.args[0] if exc.args else None
-                name = err.name() if hasattr(err, "name") else type(exc).__name__
-                if name in _RECORD_ERRORS:
-                    w.record_failures.append((upstream, (key, value, hdrs, ts), f"{name}: {exc}"))
-                    w.pending -= 1  # balanced below
-                    break
-                raise WriteError(
-                    f"flow={plan.flow} {topic}[{partition}] offset={upstream}: cannot produce to "
-                    f"{w.remote}[{partition}]: {exc}",
-                    terminal=False,
-                ) from None
-        w.pending += 1
-        w.records += 1
-        w.bytes += (len(key) if key else 0) + (len(value) if value else 0)
-        w.last_offset = upstream
-        if ts is not None and ts > w.max_ts:
-            w.max_ts = ts
-        if (i & 1023) == 0:
-            poll(0)
+                if not _local_refusal(plan, w, exc, offsets[i], (keys[i], values[i], headers[i], stamps[i])):
+                    raise
+                continue
+            sent.append(offsets[i])
+            if (i & 1023) == 0:
+                poll(0)
+        w.pending = len(sent) - w.reported
+        w.records += end - start
+        w.last_offset = offsets[end - 1]
+        run = batch.slice(start, end - start)
+        w.bytes += int(pc.sum(pc.fill_null(pc.binary_length(run.column(0)), 0)).as_py() or 0) + int(
+            pc.sum(pc.fill_null(pc.binary_length(run.column(1)), 0)).as_py() or 0
+        )
+        top = pc.max(run.column(5)).as_py()
+        if top is not None and top > w.max_ts:
+            w.max_ts = top
+
+
+def _produce_when_room(
+    producer: Any,
+    plan: WritePlan,
+    w: PartitionWrite,
+    remote: str,
+    partition: int,
+    i: int,
+    keys: list[Any],
+    values: list[Any],
+    stamps: list[Any],
+    headers: list[Any],
+) -> None:
+    """The local queue is full: serve delivery reports until the record fits."""
+    while True:
+        producer.poll(0.05)
+        try:
+            producer.produce(
+                remote,
+                values[i],
+                keys[i],
+                partition=partition,
+                timestamp=stamps[i] or 0,
+                headers=headers[i],
+                on_delivery=w.delivered,
+            )
+            return
+        except BufferError:
+            continue
+
+
+def _local_refusal(plan: WritePlan, w: PartitionWrite, exc: Exception, upstream: int, record: Any) -> bool:
+    """A record the producer refused before sending: True when it is a record error to settle."""
+    err: Any = exc.args[0] if exc.args else None
+    name = err.name() if hasattr(err, "name") else type(exc).__name__
+    if name in _RECORD_ERRORS:
+        w.record_failures.append((upstream, record, f"{name}: {exc}"))
+        return True
+    raise WriteError(
+        f"flow={plan.flow} {w.topic}[{w.partition}] offset={upstream}: cannot produce to "
+        f"{w.remote}[{w.partition}]: {exc}",
+        terminal=False,
+    ) from None
 
 
 def await_acks(producer: Any, plan: WritePlan, parts: dict[tuple[str, int], PartitionWrite]) -> None:

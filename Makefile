@@ -7,7 +7,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install setup unit lint clean dev-up dev-down
+.PHONY: demo test install setup unit lint clean dev-up dev-down bench
+
+# `make bench`: the workload and the latency load; any of them can be set,
+# e.g. `make bench BENCH_RECORDS=200000 BENCH_RUNS=1`. BENCH_ARGS takes any
+# other option of bench/run.py (`--help` lists them).
+BENCH_RECORDS ?= 1000000
+BENCH_PARTITIONS ?= 8
+BENCH_SIZE ?= 512
+BENCH_RATE ?= 20000
+BENCH_LATENCY_SECONDS ?= 60
+BENCH_RUNS ?= 2
+BENCH_ARGS ?=
+BENCH_STAMP := $(VENV)/.bench-installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +46,16 @@ unit: install
 lint: install
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+# sparkmirror beside MirrorMaker 2 and the machine's limit: bench/results/<date>.json,
+# BENCHMARKS.md and its chart. MM2's jars are fetched on the first run (then offline).
+bench: setup $(BENCH_STAMP)
+	$(BIN)/python bench/run.py --records $(BENCH_RECORDS) --partitions $(BENCH_PARTITIONS) --size $(BENCH_SIZE) \
+		--rate $(BENCH_RATE) --latency-seconds $(BENCH_LATENCY_SECONDS) --runs $(BENCH_RUNS) $(BENCH_ARGS)
 
 dev-up: setup
 	$(BIN)/sparkmirror dev up

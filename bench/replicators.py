@@ -1,0 +1,276 @@
+"""The four systems the benchmark measures, as command lines and configuration files.
+
+- ``limit``: ``bench/jvm/CopyLoop.java``, one consumer and one producer in a JVM;
+- ``mm2``: Apache Kafka's MirrorMaker 2 in dedicated mode
+  (``org.apache.kafka.connect.mirror.MirrorMaker``), from the Maven Central jars;
+- ``sparkmirror_at_least_once`` and ``sparkmirror_exactly_once``: ``sparkmirror run``.
+
+All of them write with the same producer settings (:class:`Common`). Each runs as
+its own process tree under ``bench/proctree.py`` so its CPU and memory can be
+measured; this module only builds what to run and asks each system's own tools
+to translate a consumer group's offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparkmirror.devcluster.artifacts import fetch, mm2_artifacts
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+JAVA_SOURCES = (BENCH / "jvm" / "CopyLoop.java", REPO / "tests" / "mm2client" / "TranslateOffsets.java")
+
+#: Kafka's own launch script defaults (kafka-run-class.sh) for MM2: G1, 20 ms pause goal.
+KAFKA_JVM_FLAGS = (
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+)
+#: connect-mirror-maker.sh's heap; Kafka's perf tools run with 512 MiB.
+MM2_HEAP = ("-Xms256M", "-Xmx2G")
+LIMIT_HEAP = ("-Xmx512M",)
+
+_LOG4J2 = """\
+status = error
+appender.console.type = Console
+appender.console.name = STDERR
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = ${sys:bench.log.level:-INFO}
+rootLogger.appenderRef.console.ref = STDERR
+"""
+
+SOURCE, TARGET = "A", "B"
+GROUP = "bench-app"
+
+
+@dataclass(frozen=True)
+class Common:
+    """What every replicator shares: clusters, partitions and the producer settings."""
+
+    bootstraps: dict[str, str]
+    partitions: int
+    linger_ms: int
+    batch_size: int
+    compression: str
+    #: MM2: tasks.max. sparkmirror: Spark's own parallelism (local[*]) decides.
+    tasks_max: int
+    checkpoint_interval_s: int = 5
+    mm2_extra: dict[str, str] = field(default_factory=dict)
+    sparkmirror_extra: dict[str, str] = field(default_factory=dict)
+
+    def producer(self) -> dict[str, str]:
+        return {
+            "acks": "all",
+            "enable.idempotence": "true",
+            "max.in.flight.requests.per.connection": "5",
+            "linger.ms": str(self.linger_ms),
+            "batch.size": str(self.batch_size),
+            "compression.type": self.compression,
+        }
+
+
+def remote(topic: str) -> str:
+    """The remote topic's name on B (MM2's DefaultReplicationPolicy, used by all four)."""
+    return f"{SOURCE}.{topic}"
+
+
+def _properties(items: dict[str, str]) -> str:
+    return "".join(f"{k} = {v}\n" for k, v in items.items())
+
+
+class Jvm:
+    """Java programs of the benchmark, compiled once per run against the cached MM2 jars."""
+
+    def __init__(self, workdir: Path) -> None:
+        artifacts = mm2_artifacts()
+        fetch(artifacts)
+        self.jars = artifacts.jars()
+        self.classes = workdir / "classes"
+        self.log4j = workdir / "log4j2.properties"
+        self.log4j.write_text(_LOG4J2)
+        self.classes.mkdir(parents=True, exist_ok=True)
+        cmd = ["javac", "--release", "17", "-d", str(self.classes), "-cp", self.classpath(), *map(str, JAVA_SOURCES)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"javac failed (exit {proc.returncode}):\n{proc.stderr}")
+
+    def classpath(self) -> str:
+        return os.pathsep.join([str(self.classes), *(str(j) for j in self.jars)])
+
+    def command(self, main: str, *args: str, heap: tuple[str, ...], log_level: str = "INFO") -> list[str]:
+        return [
+            "java",
+            *heap,
+            *KAFKA_JVM_FLAGS,
+            f"-Dlog4j2.configurationFile={self.log4j}",
+            f"-Dbench.log.level={log_level}",
+            "-cp",
+            self.classpath(),
+            main,
+            *args,
+        ]
+
+    def java_version(self) -> str:
+        proc = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
+        return proc.stderr.splitlines()[0] if proc.stderr else "unknown"
+
+
+class Replicator(ABC):
+    """One system under test."""
+
+    name: str
+    #: Whether its throughput run ends on its own once the workload is copied.
+    exits_when_done: bool
+    #: Whether it translates consumer group offsets (the failover check applies).
+    translates: bool
+
+    def __init__(self, common: Common, jvm: Jvm) -> None:
+        self.common = common
+        self.jvm = jvm
+
+    @abstractmethod
+    def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
+        """What to run to mirror ``topic``: ``count`` records then stop, or until SIGTERM when None."""
+
+    def translate(self, run_dir: Path, topic: str) -> dict[int, int | None]:
+        """Group :data:`GROUP`'s offsets on B per partition of ``topic``, as this system translates them."""
+        raise NotImplementedError(f"{self.name} does not translate offsets")
+
+
+class Limit(Replicator):
+    name = "limit"
+    exits_when_done = True
+    translates = False
+
+    def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
+        props = run_dir / f"limit-producer-{topic}.properties"
+        props.write_text(_properties(self.common.producer()))
+        b = self.common.bootstraps
+        return self.jvm.command(
+            "CopyLoop", b[SOURCE], b[TARGET], topic, remote(topic), str(count or 0), str(props), heap=LIMIT_HEAP
+        )
+
+
+class MirrorMaker2(Replicator):
+    name = "mm2"
+    exits_when_done = False
+    translates = True
+
+    def config(self, topic: str) -> dict[str, str]:
+        c = self.common
+        conf = {
+            "clusters": f"{SOURCE}, {TARGET}",
+            f"{SOURCE}.bootstrap.servers": c.bootstraps[SOURCE],
+            f"{TARGET}.bootstrap.servers": c.bootstraps[TARGET],
+            f"{SOURCE}->{TARGET}.enabled": "true",
+            f"{SOURCE}->{TARGET}.topics": topic,
+            f"{TARGET}->{SOURCE}.enabled": "false",
+            "tasks.max": str(c.tasks_max),
+            # Single-broker clusters.
+            "replication.factor": "1",
+            "checkpoints.topic.replication.factor": "1",
+            "heartbeats.topic.replication.factor": "1",
+            "offset-syncs.topic.replication.factor": "1",
+            "offset.storage.replication.factor": "1",
+            "status.storage.replication.factor": "1",
+            "config.storage.replication.factor": "1",
+            # The dev brokers run without an authorizer; sparkmirror syncs no ACLs either.
+            "sync.topic.acls.enabled": "false",
+            "emit.checkpoints.interval.seconds": str(c.checkpoint_interval_s),
+            "refresh.groups.interval.seconds": str(c.checkpoint_interval_s),
+            **{f"{TARGET}.producer.{k}": v for k, v in c.producer().items()},
+            **c.mm2_extra,
+        }
+        return conf
+
+    def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
+        props = run_dir / f"mm2-{topic}.properties"
+        props.write_text(_properties(self.config(topic)))
+        return self.jvm.command(
+            "org.apache.kafka.connect.mirror.MirrorMaker", str(props), "--clusters", TARGET, heap=MM2_HEAP
+        )
+
+    def translate(self, run_dir: Path, topic: str) -> dict[int, int | None]:
+        """Kafka's ``RemoteClusterUtils.translateOffsets`` on B, from MM2's checkpoints."""
+        return mm2_client_translation(self.jvm, self.common.bootstraps[TARGET], topic)
+
+
+def mm2_client_translation(jvm: Jvm, bootstrap: str, topic: str) -> dict[int, int | None]:
+    cmd = jvm.command("TranslateOffsets", bootstrap, SOURCE, GROUP, "30000", heap=("-Xmx128m",), log_level="WARN")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"RemoteClusterUtils.translateOffsets failed (exit {proc.returncode}):\n{proc.stderr}")
+    out: dict[int, int | None] = {}
+    for line in proc.stdout.splitlines():
+        name, partition, offset = line.split("\t")
+        if name == remote(topic):
+            out[int(partition)] = int(offset)
+    return out
+
+
+class Sparkmirror(Replicator):
+    exits_when_done = True
+    translates = True
+
+    def __init__(self, common: Common, jvm: Jvm, *, exactly_once: bool) -> None:
+        super().__init__(common, jvm)
+        self.exactly_once = exactly_once
+        self.name = "sparkmirror_exactly_once" if exactly_once else "sparkmirror_at_least_once"
+
+    def config_file(self, run_dir: Path, topic: str) -> Path:
+        c = self.common
+        conf = {
+            "clusters": f"{SOURCE}, {TARGET}",
+            f"{SOURCE}.bootstrap.servers": c.bootstraps[SOURCE],
+            f"{TARGET}.bootstrap.servers": c.bootstraps[TARGET],
+            f"{SOURCE}->{TARGET}.enabled": "true",
+            f"{SOURCE}->{TARGET}.topics": topic,
+            "replication.factor": "1",
+            "checkpoints.topic.replication.factor": "1",
+            "heartbeats.topic.replication.factor": "1",
+            "offset-syncs.topic.replication.factor": "1",
+            "emit.checkpoints.interval.seconds": str(c.checkpoint_interval_s),
+            "sparkmirror.exactly.once": "true" if self.exactly_once else "false",
+            "sparkmirror.checkpoint.location": str(run_dir / f"spark-checkpoints-{topic}"),
+            "sparkmirror.progress.interval.seconds": "5",
+            **{f"{TARGET}.producer.{k}": v for k, v in c.producer().items()},
+            **c.sparkmirror_extra,
+        }
+        path = run_dir / f"{self.name}-{topic}.properties"
+        path.write_text(_properties(conf))
+        return path
+
+    def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
+        exe = str(Path(sys.executable).parent / "sparkmirror")
+        return [exe, "run", str(self.config_file(run_dir, topic)), *(["--once"] if count else [])]
+
+    def translate(self, run_dir: Path, topic: str) -> dict[int, int | None]:
+        """``sparkmirror offsets translate --json``: exact, from the offset map on B."""
+        exe = str(Path(sys.executable).parent / "sparkmirror")
+        cmd = [exe, "offsets", "translate", str(self.config_file(run_dir, topic)), "--source", SOURCE,
+               "--target", TARGET, "--group", GROUP, "--json"]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"sparkmirror offsets translate failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        report = json.loads(proc.stdout)
+        return {p["partition"]: p["target_offset"] for p in report["partitions"] if p["source_topic"] == topic}
+
+
+def all_replicators(common: Common, jvm: Jvm) -> list[Replicator]:
+    return [
+        Limit(common, jvm),
+        MirrorMaker2(common, jvm),
+        Sparkmirror(common, jvm, exactly_once=False),
+        Sparkmirror(common, jvm, exactly_once=True),
+    ]

@@ -1,0 +1,335 @@
+"""BENCHMARKS.md and its chart, generated from a result of ``bench/run.py``.
+
+    .venv/bin/python bench/report.py [bench/results/<date>.json]
+
+Without an argument, the newest ``bench/results/YYYY-MM-DD.json`` is used. The
+report only formats what the JSON holds; it never computes a figure that the
+run did not measure, except the ratios the targets are stated in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+RESULTS = BENCH / "results"
+OUTPUT = REPO / "BENCHMARKS.md"
+SYSTEMS = ("limit", "mm2", "sparkmirror_at_least_once", "sparkmirror_exactly_once")
+LABELS = {
+    "limit": "limit (JVM copy loop)",
+    "mm2": "MirrorMaker 2",
+    "sparkmirror_at_least_once": "sparkmirror at-least-once",
+    "sparkmirror_exactly_once": "sparkmirror exactly-once",
+}
+#: The latency target is stated for this offered rate.
+TARGET_RATE = 20_000
+TARGET_P99_MS = 1500
+
+
+def _figure(result: dict[str, Any], system: str, key: str) -> float | None:
+    value = result["systems"].get(system, {}).get(key)
+    return None if value is None else float(value)
+
+
+def _ratio(result: dict[str, Any], a: str, b: str, key: str = "records_per_s") -> float | None:
+    x, y = _figure(result, a, key), _figure(result, b, key)
+    return None if x is None or not y else x / y
+
+
+def check_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 6's targets against the medians of this result; ``passed`` is None when a figure is missing."""
+    alo, eos = "sparkmirror_at_least_once", "sparkmirror_exactly_once"
+    rate = result["settings"]["rate"]
+    rows: list[dict[str, Any]] = []
+
+    def add(target: str, measured: float | None, threshold: float, *, at_most: bool = False, unit: str = "") -> None:
+        passed = None if measured is None else (measured <= threshold if at_most else measured >= threshold)
+        rows.append({"target": target, "measured": measured, "threshold": threshold, "at_most": at_most,
+                     "unit": unit, "passed": passed})  # fmt: skip
+
+    add("sparkmirror at-least-once throughput / MirrorMaker 2", _ratio(result, alo, "mm2"), 1.25, unit="x")
+    add("sparkmirror at-least-once throughput / limit", _ratio(result, alo, "limit"), 0.60, unit="x")
+    add("sparkmirror exactly-once throughput / MirrorMaker 2 (at-least-once)", _ratio(result, eos, "mm2"), 1.0,
+        unit="x")  # fmt: skip
+    for system in (alo, eos):
+        note = "" if rate == TARGET_RATE else f" (measured at {rate:,} records/s, target stated for {TARGET_RATE:,})"
+        add(f"{LABELS[system]} p99 latency at {TARGET_RATE:,} records/s{note}",
+            _figure(result, system, "latency_p99_ms"), TARGET_P99_MS, at_most=True, unit=" ms")  # fmt: skip
+        add(f"{LABELS[system]} records re-read after failover", _figure(result, system, "reread_after_failover"), 0,
+            at_most=True)  # fmt: skip
+    for system in SYSTEMS:
+        if system in result["systems"]:
+            add(f"{LABELS[system]}: no record lost", float(result["systems"][system]["lost"]), 0, at_most=True)
+    return rows
+
+
+# -- formatting -----------------------------------------------------------------
+
+
+def _num(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float) and digits:
+        return f"{value:,.{digits}f}"
+    return f"{value:,.0f}"
+
+
+def _measured(row: dict[str, Any]) -> str:
+    m = row["measured"]
+    if m is None:
+        return "not measured"
+    return f"{m:.2f}{row['unit']}" if row["unit"] == "x" else f"{m:,.0f}{row['unit']}"
+
+
+def _verdict(passed: bool | None) -> str:
+    return "**n/a**" if passed is None else ("PASS" if passed else "**FAIL**")
+
+
+def results_table(result: dict[str, Any]) -> list[str]:
+    lines = [
+        "| system | records/s | MB/s | CPU s (start to last record) | CPU s (first to last record) | peak RSS MB "
+        "| latency p50 ms | latency p99 ms | re-read after failover | skipped | lost |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for name in SYSTEMS:
+        s = result["systems"].get(name)
+        if s is None:
+            continue
+        status = " (FAILED)" if s["failed"] else ""
+        lines.append(
+            f"| {LABELS[name]}{status} | {_num(s['records_per_s'])} | {_num(s['mb_per_s'], 1)} "
+            f"| {_num(s['cpu_s'], 1)} | {_num(s['cpu_s_transfer'], 1)} | {_num(s['peak_rss_mb'])} "
+            f"| {_num(s['latency_p50_ms'])} | {_num(s['latency_p99_ms'])} "
+            f"| {_num(s['reread_after_failover'])} | {_num(s['skipped_after_failover'])} | {_num(s['lost'])} |"
+        )
+    return lines
+
+
+def spread_table(result: dict[str, Any]) -> list[str]:
+    keys = (("records_per_s", "records/s", 0), ("cpu_s_transfer", "CPU s (transfer)", 1),
+            ("latency_p99_ms", "p99 ms", 0), ("reread_after_failover", "re-read", 0))  # fmt: skip
+    lines = ["| system | figure | per run | min | median | max |", "|---|---|---|--:|--:|--:|"]
+    for name in SYSTEMS:
+        s = result["systems"].get(name)
+        if s is None:
+            continue
+        for key, label, digits in keys:
+            sp = s["spread"].get(key, {})
+            if not any(v is not None for v in sp.get("runs", [])):
+                continue
+            runs = ", ".join(_num(v, digits) for v in sp["runs"])
+            lines.append(
+                f"| {LABELS[name]} | {label} | {runs} | {_num(sp.get('min'), digits)} "
+                f"| {_num(sp.get('median'), digits)} | {_num(sp.get('max'), digits)} |"
+            )
+    return lines
+
+
+def latency_detail(result: dict[str, Any]) -> list[str]:
+    lines = [
+        "| system | run | offered records/s | records | p50 | p90 | p99 | p99.9 | max | CPU s | peak RSS MB |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for name in SYSTEMS:
+        s = result["systems"].get(name)
+        for r in (s or {}).get("per_run", []):
+            lat = r.get("latency") or {}
+            if not lat:
+                continue
+            lines.append(
+                f"| {LABELS[name]} | {r['run']} | {_num(lat.get('offered_rate'))} | {_num(lat.get('samples'))} "
+                f"| {_num(lat.get('p50_ms'))} | {_num(lat.get('p90_ms'))} | {_num(lat.get('p99_ms'))} "
+                f"| {_num(lat.get('p999_ms'))} | {_num(lat.get('max_ms'))} | {_num(lat.get('cpu_s_total'), 1)} "
+                f"| {_num(lat.get('peak_rss_mb'))} |"
+            )
+    return lines
+
+
+def failures(result: dict[str, Any]) -> list[str]:
+    lines = []
+    for name in SYSTEMS:
+        for f in result["systems"].get(name, {}).get("failures", []):
+            lines.append(f"- {LABELS[name]}: {f.splitlines()[0][:300]}")
+    return lines
+
+
+def chart(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in SYSTEMS if n in result["systems"]]
+    labels = [LABELS[n].replace(" (", "\n(").replace("sparkmirror ", "sparkmirror\n") for n in names]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    medians, low, high = [], [], []
+    for n in names:
+        sp = result["systems"][n]["spread"]["records_per_s"]
+        med = result["systems"][n]["records_per_s"] or 0.0
+        medians.append(med)
+        low.append(med - sp.get("min", med) if med else 0.0)
+        high.append(sp.get("max", med) - med if med else 0.0)
+    bars = ax1.bar(labels, medians, yerr=[low, high], capsize=6, color=["#888888", "#d9822b", "#3c78d8", "#1c4587"])
+    ax1.bar_label(bars, labels=[f"{m:,.0f}" for m in medians], padding=3, fontsize=9)
+    ax1.set_ylabel("records/s (median; whiskers: min–max over runs)")
+    ax1.set_title(f"Throughput, {result['settings']['records']:,} records of {result['settings']['size']} B")
+    x = range(len(names))
+    p50 = [result["systems"][n]["latency_p50_ms"] or 0 for n in names]
+    p99 = [result["systems"][n]["latency_p99_ms"] or 0 for n in names]
+    w = 0.38
+    b50 = ax2.bar([i - w / 2 for i in x], p50, w, label="p50", color="#6fa8dc")
+    b99 = ax2.bar([i + w / 2 for i in x], p99, w, label="p99", color="#1c4587")
+    ax2.bar_label(b50, labels=[f"{v:,.0f}" for v in p50], padding=2, fontsize=8)
+    ax2.bar_label(b99, labels=[f"{v:,.0f}" for v in p99], padding=2, fontsize=8)
+    ax2.axhline(TARGET_P99_MS, color="#cc0000", linestyle="--", linewidth=1, label="p99 target (1.5 s)")
+    ax2.set_xticks(list(x), labels)
+    ax2.set_ylabel("ms (append time on B - source timestamp)")
+    ax2.set_title(f"Replication latency at {result['settings']['rate']:,} records/s offered")
+    ax2.legend(fontsize=8)
+    for ax in (ax1, ax2):
+        ax.tick_params(axis="x", labelsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _loads(samples: list[dict[str, Any]]) -> str:
+    one_minute = [d["loadavg"][0] for d in samples if d.get("loadavg")]
+    return f"{min(one_minute):.1f}–{max(one_minute):.1f}" if one_minute else "not recorded"
+
+
+def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
+    s = result["settings"]
+    m = result["machine"]
+    load = result.get("machine_load", {})
+    rel_json = json_path.relative_to(REPO)
+    rel_png = png_path.relative_to(REPO)
+    during = [
+        r.get(when, {}) for sy in result["systems"].values() for r in sy.get("per_run", [])
+        for when in ("load_before", "load_after")
+    ]  # fmt: skip
+    pytest_seen = max((d.get("pytest_processes", 0) for d in during), default=0)
+    lines = [
+        "# Benchmarks",
+        "",
+        "<!-- Generated by bench/report.py from " + str(rel_json) + "; do not edit by hand. -->",
+        "",
+        f"sparkmirror beside Apache Kafka's MirrorMaker 2 and the machine's limit, measured by `make bench` "
+        f"(`{result['command']}`) on {result['date'][:10]}: {result['runs']} run(s) per system, one system after "
+        f"another on the same brokers and data. Figures are medians over the runs; the spread is below. Raw "
+        f"results: [`{rel_json}`]({rel_json}).",
+        "",
+        f"![throughput and latency]({rel_png})",
+        "",
+        "## Results",
+        "",
+        *results_table(result),
+        "",
+        "## Targets (issue 6)",
+        "",
+        "| target | measured | threshold | |",
+        "|---|--:|--:|---|",
+        *[
+            f"| {t['target']} | {_measured(t)} | {'≤' if t['at_most'] else '≥'} {t['threshold']}{t['unit']} "
+            f"| {_verdict(t['passed'])} |"
+            for t in result["targets"]
+        ],
+        "",
+        "## Spread over runs",
+        "",
+        *spread_table(result),
+        "",
+        "### Latency runs",
+        "",
+        *latency_detail(result),
+        "",
+    ]
+    fails = failures(result)
+    if fails:
+        lines += ["### Failures", "", *fails, ""]
+    lines += [
+        "## Machine, versions, settings",
+        "",
+        f"- Machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['memory_gib']} GiB, {m['platform']}.",
+        f"- Other load: load average {load.get('before', {}).get('loadavg')} before the run, "
+        f"{load.get('after', {}).get('loadavg')} after; up to {pytest_seen} pytest processes of other work were "
+        f"seen between the measurements (load averages there: {_loads(during)}). Both clusters (one broker each, "
+        "512 MiB heap), the system under test and the harness share the machine.",
+        "- Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()) + ".",
+        f"- Workload: {s['records']:,} records, {s['partitions']} partitions, {s['size']} B values, a 12 B key and "
+        f"one header ({s['payload_bytes_per_record']} B of payload per record; MB = 10^6 payload bytes).",
+        "- Producer settings, all four systems: "
+        + ", ".join(f"`{k}={v}`" for k, v in s["producer"].items())
+        + ". MM2 gets them as `B.producer.*` (its dedicated-mode keys), sparkmirror with the same keys, the limit "
+        "loop from a properties file.",
+        f"- MirrorMaker 2: dedicated mode, `tasks.max={s['tasks_max']}`, JVM `{' '.join(s['jvm']['mm2'])}`"
+        + (f", extra: `{'`, `'.join(s['mm2_props'])}`" if s["mm2_props"] else "")
+        + ".",
+        f"- Limit loop (`bench/jvm/CopyLoop.java`): JVM `{' '.join(s['jvm']['limit'])}`.",
+        "- sparkmirror: `sparkmirror run` with its defaults (Spark `local[*]`)"
+        + (f", extra: `{'`, `'.join(s['sparkmirror_props'])}`" if s["sparkmirror_props"] else "")
+        + "; `--once` for the throughput phase.",
+        f"- Latency phase: {s['rate']:,} records/s offered for {s['latency_seconds']} s by a paced producer after "
+        f"{s['warmup_seconds']} s of warm-up the system had to mirror first.",
+        f"- Checkpoint interval (MM2 and sparkmirror): {s['checkpoint_interval_s']} s; failover group positions "
+        f"(seed {s['seed']}): {s['failover_group_positions']}.",
+        "",
+        "## How it is measured",
+        "",
+        "- **Throughput**: B's remote topics are created before each run with `message.timestamp.type="
+        "LogAppendTime`, so every record on B carries the moment B appended it. records/s = records / (last append "
+        "time - first append time): from the first record to the last record on B, start-up excluded. Every "
+        "record's timestamp type is checked.",
+        "- **CPU and memory**: each system runs under `bench/proctree.py`, which is the subreaper of the system's "
+        "whole process tree (JVM, Spark's Python workers) and samples `/proc` every 0.25 s. *CPU s (start to last "
+        "record)* includes start-up (JVM, Spark session); *CPU s (first to last record)* is the transfer only. "
+        "Peak RSS is the largest sampled sum over the tree.",
+        "- **No loss**: after every phase B is read back with `isolation.level=read_committed` and every key "
+        "(unique per record) is checked; a run missing any record fails and gives no figure.",
+        "- **Latency**: a fresh process of the system mirrors a second topic while a paced producer offers the "
+        "load; latency = B's append time - the record's timestamp on A (carried in the value's first 8 bytes, "
+        "since B overwrites the record timestamp). One clock: both clusters run on this machine.",
+        "- **Failover**: a group committed at a random position per partition on A is translated to B by the "
+        "system's own tools (MM2: its checkpoints, read with Kafka's `RemoteClusterUtils.translateOffsets`; "
+        "sparkmirror: `sparkmirror offsets translate --json`). B is then read key by key: records at or after the "
+        "translated offset that the group had already read are re-reads; records it had not read that lie only "
+        "before it are skipped.",
+        "",
+        "See [bench/README.md](bench/README.md) for the command's options and "
+        "[docs/performance.md](docs/performance.md) for what was tuned and profiled.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def newest_result() -> Path:
+    found = sorted(p for p in RESULTS.glob("*.json") if re.fullmatch(r"\d{4}-\d{2}-\d{2}\.json", p.name))
+    if not found:
+        raise SystemExit(f"no result in {RESULTS}; run `make bench` first")
+    return found[-1]
+
+
+def main(argv: list[str] | None = None) -> Path:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("result", nargs="?", type=Path, help="a bench/results/<date>.json (default: the newest)")
+    args = ap.parse_args(argv)
+    json_path = (args.result or newest_result()).resolve()
+    result = json.loads(json_path.read_text())
+    result["targets"] = check_targets(result)
+    png_path = json_path.with_suffix(".png")
+    chart(result, png_path)
+    OUTPUT.write_text(render(result, json_path, png_path))
+    print(f"wrote {OUTPUT.relative_to(REPO)} and {png_path.relative_to(REPO)}")
+    for t in result["targets"]:
+        print(f"  {_verdict(t['passed']).strip('*'):4}  {t['target']}: {_measured(t)}")
+    return OUTPUT
+
+
+if __name__ == "__main__":
+    main()

@@ -192,17 +192,13 @@ class PartitionWrite:
         "bytes",
         "first_offset",
         "last_offset",
-        "pending",
-        "first_target",
-        "last_target",
         "failure",
         "record_failures",
         "dead_lettered",
         "max_ts",
         "refusal",
         "sent",
-        "reported",
-        "us",
+        "failed",
         "ds",
         "segments",
     )
@@ -215,9 +211,6 @@ class PartitionWrite:
         self.bytes = 0
         self.first_offset = -1
         self.last_offset = -1
-        self.pending = 0
-        self.first_target = -1
-        self.last_target = -1
         self.failure: tuple[int, str, str] | None = None
         self.record_failures: list[tuple[int, Any, str]] = []
         self.dead_lettered = 0
@@ -226,34 +219,51 @@ class PartitionWrite:
         self.refusal: str | None = None
         #: Upstream offset of every record handed to the producer, in produce order.
         self.sent: list[int] = []
-        #: Delivery reports received so far (an index into ``sent``).
-        self.reported = 0
-        #: (upstream, downstream) of every acknowledged record, in write order.
-        self.us: list[int] = []
+        #: Indexes into ``sent`` of the records whose delivery failed.
+        self.failed: list[int] = []
+        #: Target offset of every acknowledged record, in report (= produce) order.
         self.ds: list[int] = []
         #: Offset-map segments of what this task wrote (see finish_segments).
         self.segments: list[Any] = []
 
+    @property
+    def pending(self) -> int:
+        """Records handed to the producer whose delivery report has not arrived yet."""
+        return len(self.sent) - len(self.ds) - len(self.failed)
+
+    @property
+    def first_target(self) -> int:
+        return self.ds[0] if self.ds else -1
+
+    @property
+    def last_target(self) -> int:
+        return self.ds[-1] if self.ds else -1
+
+    def acknowledged(self) -> list[int]:
+        """Upstream offsets of the acknowledged records, paired index by index with ``ds``."""
+        if not self.failed:
+            return self.sent[: len(self.ds)]
+        failed = set(self.failed)
+        return [u for i, u in enumerate(self.sent) if i not in failed]
+
     def delivered(self, err: Any, msg: Any) -> None:
-        """The producer's delivery report for this partition's next record.
+        """The producer's delivery report for this partition's next record (the hot path).
 
         librdkafka reports the records of one partition in the order they were produced (the
         idempotent producer keeps that order through retries), so the n-th report belongs to
-        ``sent[n]``: one bound method serves every record, no closure per record.
-        :func:`check_report_order` verifies the assumption on every task: offsets the target
-        assigned must rise in report order.
+        ``sent[n]``: one bound method serves every record, no closure per record, and a success
+        costs one append. :func:`check_report_order` verifies the assumption on every task:
+        offsets the target assigned must rise in report order.
         """
-        upstream = self.sent[self.reported]
-        self.reported += 1
-        self.pending -= 1
         if err is None:
-            off = msg.offset()
-            self.us.append(upstream)
-            self.ds.append(off)
-            if self.first_target < 0:
-                self.first_target = off
-            self.last_target = off
-            return
+            self.ds.append(msg.offset())
+        else:
+            self._failed(err, msg)
+
+    def _failed(self, err: Any, msg: Any) -> None:
+        index = len(self.ds) + len(self.failed)
+        self.failed.append(index)
+        upstream = self.sent[index]
         name = err.name()
         if name in _RECORD_ERRORS:
             ts = msg.timestamp()[1]
@@ -308,11 +318,12 @@ def finish_segments(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None:
     parts = list(parts)
     check_report_order(plan, parts)
     for w in parts:
-        if not w.us:
+        us = w.acknowledged()
+        if not us:
             w.segments = []
             continue
-        order = sorted(range(len(w.us)), key=w.us.__getitem__)
-        segs = segments_from_offsets(w.topic, w.partition, [w.us[i] for i in order], [w.ds[i] for i in order])
+        order = sorted(range(len(us)), key=us.__getitem__)
+        segs = segments_from_offsets(w.topic, w.partition, [us[i] for i in order], [w.ds[i] for i in order])
         tail = plan.tails.get((w.topic, w.partition))
         if segs and tail is not None:
             u0, d0, n0 = tail
@@ -393,6 +404,7 @@ def _runs(batch: Any) -> list[tuple[int, int, str, int]]:
 def _headers(column: Any) -> list[Headers | None]:
     """Each row's headers as the producer takes them, from Arrow's list<struct<key, value>>."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     n = len(column)
     if column.null_count == n:
@@ -404,6 +416,8 @@ def _headers(column: Any) -> list[Headers | None]:
     keys = flat.field(0).to_pylist()
     values = flat.field(1).to_pylist()
     pairs = list(zip(keys, values, strict=True))
+    if column.null_count == 0 and pc.min_max(column.value_lengths()).as_py() == {"min": 1, "max": 1}:
+        return [[pair] for pair in pairs]  # one header per record: no slicing
     valid = column.is_valid().to_pylist()
     out: list[Headers | None] = []
     for i in range(n):
@@ -482,7 +496,6 @@ def produce_batch(producer: Any, batch: Any, plan: WritePlan, parts: dict[tuple[
             sent.append(offsets[i])
             if (i & 1023) == 0:
                 poll(0)
-        w.pending = len(sent) - w.reported
         w.records += end - start
         w.last_offset = offsets[end - 1]
         run = batch.slice(start, end - start)

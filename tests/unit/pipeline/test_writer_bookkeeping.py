@@ -1,0 +1,127 @@
+"""The writer's per-batch work without a broker: headers and sizes from Arrow in bulk, and the pairing
+of delivery reports with upstream offsets (report order = produce order, verified)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from sparkmirror.core.policy import DefaultReplicationPolicy
+from sparkmirror.pipeline.writer import (
+    PartitionWrite,
+    WriteError,
+    WritePlan,
+    _headers,
+    _runs,
+    _sizes,
+    check_report_order,
+    finish_segments,
+    record_size,
+)
+
+HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+CASES = [
+    [[{"key": "a", "value": b"1"}], [{"key": "b", "value": None}]],  # one header each
+    [[{"key": "a", "value": b"1"}, {"key": "c", "value": b"22"}], [], None, [{"key": "d", "value": b"x"}]],
+    [None, None],
+    [[{"key": "a", "value": b"1"}, {"key": "b", "value": b"2"}], []],  # as many headers as rows, unevenly
+]
+
+
+def _batch(headers: list[Any], topics: list[str] | None = None, partitions: list[int] | None = None) -> Any:
+    n = len(headers)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([b"k"] * (n - 1) + [None], pa.binary()),
+            pa.array([b"vv"] * n, pa.binary()),
+            pa.array(topics or ["t"] * n),
+            pa.array(partitions or [0] * n, pa.int32()),
+            pa.array(range(n), pa.int64()),
+            pa.array([1] * n, pa.int64()),
+            pa.array(headers, HEADER_TYPE),
+        ],
+        names=["key", "value", "topic", "partition", "offset", "timestamp_ms", "headers"],
+    )
+
+
+@pytest.mark.parametrize("rows", CASES)
+def test_headers_from_arrow_match_the_rows(rows: list[Any]) -> None:
+    want = [[(h["key"], h["value"]) for h in r] if r else None for r in rows]
+    assert _headers(pa.array(rows, HEADER_TYPE)) == want
+
+
+@pytest.mark.parametrize("rows", CASES)
+def test_sizes_in_bulk_equal_record_size(rows: list[Any]) -> None:
+    batch = _batch(rows)
+    keys = batch.column(0).to_pylist()
+    headers = _headers(batch.column(6))
+    assert list(_sizes(batch)) == [record_size(keys[i], b"vv", headers[i]) for i in range(len(rows))]
+
+
+def test_runs_split_a_batch_by_source_partition() -> None:
+    batch = _batch([None] * 5, topics=["t", "t", "u", "u", "t"], partitions=[0, 0, 0, 1, 1])
+    assert _runs(batch) == [(0, 2, "t", 0), (2, 3, "u", 0), (3, 4, "u", 1), (4, 5, "t", 1)]
+    assert _runs(_batch([None] * 3)) == [(0, 3, "t", 0)]
+
+
+class _Err:
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def name(self) -> str:
+        return self._name
+
+    def str(self) -> str:
+        return self._name.lower()
+
+
+class _Msg:
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes:
+        return b"v"
+
+    def headers(self) -> None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 5)
+
+
+def _plan() -> WritePlan:
+    return WritePlan(flow="A->B", source_alias="A", policy=DefaultReplicationPolicy(), producer_config={})
+
+
+def test_reports_pair_with_upstream_offsets_in_produce_order() -> None:
+    w = PartitionWrite("t", "A.t", 0)
+    w.sent = [10, 11, 12, 13]
+    w.first_offset, w.last_offset = 10, 13
+    w.delivered(None, _Msg(100))
+    w.delivered(_Err("MSG_SIZE_TOO_LARGE"), _Msg(-1))
+    assert w.pending == 2
+    w.delivered(None, _Msg(101))
+    w.delivered(None, _Msg(102))
+    assert w.pending == 0
+    assert w.acknowledged() == [10, 12, 13] and w.ds == [100, 101, 102]
+    assert [f[0] for f in w.record_failures] == [11]
+    assert (w.first_target, w.last_target) == (100, 102)
+    finish_segments(_plan(), [w])
+    assert [(s.upstream_start, s.downstream_start, s.count) for s in w.segments] == [(10, 100, 1), (12, 101, 2)]
+
+
+def test_reports_out_of_produce_order_fail_the_batch() -> None:
+    w = PartitionWrite("t", "A.t", 0)
+    w.sent = [10, 11]
+    w.delivered(None, _Msg(101))
+    w.delivered(None, _Msg(100))
+    with pytest.raises(WriteError, match="out of produce order"):
+        check_report_order(_plan(), [w])

@@ -4,10 +4,12 @@ per partition, unless --force), and it never rewinds an offset already ahead on 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
@@ -48,38 +50,45 @@ def _failover(cfg: Path, group: str, *extra: str):
     )
 
 
-def test_active_group_on_target_is_refused_naming_members(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
-    topic, group, cfg = _mirrored(bootstraps, tmp_path, checkpoints)
+@contextlib.contextmanager
+def _member(bootstrap: str, group: str, topic: str, client_id: str) -> Iterator[None]:
+    """A consumer that has joined ``group`` (subscribed to ``topic``) until the block ends."""
     assigned = threading.Event()
     stop = threading.Event()
-    client_id = unique("still-running")
 
-    def member() -> None:
+    def run() -> None:
         c = Consumer(
             {
-                "bootstrap.servers": bootstraps["B"],
+                "bootstrap.servers": bootstrap,
                 "group.id": group,
                 "client.id": client_id,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
             }
         )
-        c.subscribe([f"A.{topic}"], on_assign=lambda _c, _parts: assigned.set())
+        c.subscribe([topic], on_assign=lambda _c, _parts: assigned.set())
         while not stop.is_set():
             c.poll(0.2)
         c.close()
 
-    t = threading.Thread(target=member, daemon=True)
+    t = threading.Thread(target=run, daemon=True)
     t.start()
     try:
-        wait_for(assigned.is_set, timeout_s=60, what="the consumer on B to join its group", interval_s=0.2)
+        wait_for(assigned.is_set, timeout_s=60, what=f"a consumer to join {group}", interval_s=0.2)
+        yield
+    finally:
+        stop.set()
+        t.join(30)
+
+
+def test_active_group_on_target_is_refused_naming_members(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+    topic, group, cfg = _mirrored(bootstraps, tmp_path, checkpoints)
+    client_id = unique("still-running")
+    with _member(bootstraps["B"], group, f"A.{topic}", client_id):
         result = _failover(cfg, group, "--execute")
         assert result.returncode == 3, result.stdout + result.stderr
         assert f"group {group}" in result.stderr and client_id in result.stderr
         assert "Stop these consumers" in result.stderr
-    finally:
-        stop.set()
-        t.join(30)
     assert committed_offsets({"bootstrap.servers": bootstraps["B"]}, group, [(f"A.{topic}", 0)]) == {}
 
     # The members left: the same command now commits the exact positions.
@@ -138,3 +147,12 @@ def test_never_rewinds_an_offset_ahead_on_the_target_unless_forced(
     assert forced.returncode == 0, forced.stderr
     assert {m["partition"]: m["action"] for m in json.loads(forced.stdout)["moves"]} == {0: "rewind", 1: "unchanged"}
     assert committed_offsets(b, group, [(f"A.{topic}", 0)]) == {(f"A.{topic}", 0): 100}
+
+
+def test_a_group_still_active_on_the_source_is_noted(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+    topic, group, cfg = _mirrored(bootstraps, tmp_path, checkpoints)
+    with _member(bootstraps["A"], group, topic, unique("on-a")):
+        result = _failover(cfg, group, "--json")
+    assert result.returncode == 0, result.stderr
+    notes = json.loads(result.stdout)["notes"]
+    assert any(f"group {group} still has 1 active members on A" in n for n in notes), notes

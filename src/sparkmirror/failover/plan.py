@@ -201,6 +201,13 @@ def build_plan(
         _measure_lag(plan, src, forward_map, {t: origin_topics.get(t, 0) for t in forward_topics}, positions)
 
     plan.destination_groups = describe_groups(dst, plan.groups)
+    if reachable:
+        for group, state in sorted(describe_groups(src, plan.groups).items()):
+            if state.active:
+                plan.notes.append(
+                    f"group {group} still has {len(state.members)} active members on {origin}: its position there "
+                    f"moves on after this plan; stop its consumers on {origin} before --execute"
+                )
     destination_topics = dst.topics()
     for group in plan.groups:
         routed: list[tuple[str, Route, int, int]] = []

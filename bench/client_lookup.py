@@ -84,6 +84,7 @@ def main() -> None:
     ap.add_argument("--naive", type=int, default=20)
     args = ap.parse_args()
     rng = random.Random(5)
+    load_before = os.getloadavg()
     workdir = Path(tempfile.mkdtemp(prefix="sparkmirror-bench-client."))
     clusters = DevClusters(workdir / "dev")
     bootstrap = clusters.up(["B"], base_port=33092)["B"]
@@ -92,9 +93,7 @@ def main() -> None:
         groups = [f"group-{i:04d}" for i in range(args.groups)]
         records = write_checkpoints(bootstrap, topic, groups, args.partitions, args.rounds)
         print(f"{records:,} checkpoints of {args.groups:,} groups x {args.partitions} partitions in {topic}")
-        expected = {
-            TopicPartition(f"{ALIAS}.orders", p): 1000 * (args.rounds - 1) + p for p in range(args.partitions)
-        }
+        expected = {TopicPartition(f"{ALIAS}.orders", p): 1000 * (args.rounds - 1) + p for p in range(args.partitions)}
 
         with MirrorClient(bootstrap) as mc:
             t0 = time.perf_counter()
@@ -153,7 +152,13 @@ def main() -> None:
         out: dict[str, Any] = {
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "command": "bench/client_lookup.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items()),
-            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+            "machine": {
+                "cpus": os.cpu_count(),
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+                # The machine is shared: the 1-minute load average before and after the run.
+                "load_average_1m": [load_before[0], os.getloadavg()[0]],
+            },
             "workload": {**vars(args), "records_in_topic": records},
             "results": results,
             "warm_speedup_p50": speedup,

@@ -105,7 +105,7 @@ def count_records(
         counted = 0
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
+            for msg in consumer.consume(1000, 0) or consumer.consume(1, 0.5):
                 err = msg.error()
                 if err is not None:
                     if err.code() == err._PARTITION_EOF:

@@ -131,7 +131,9 @@ def read_to_end(
         while pending:
             if time.monotonic() > deadline:
                 raise InternalTopicError(f"reading {topic} to its end took longer than {timeout_s:.0f}s")
-            for msg in consumer.consume(1000, 0.2):
+            # consume() waits its whole timeout unless the batch fills: drain what is
+            # queued, and wait (for one record) only when nothing is.
+            for msg in consumer.consume(1000, 0) or consumer.consume(1, 0.2):
                 err = msg.error()
                 if err is not None:
                     if err.code() == err._PARTITION_EOF:

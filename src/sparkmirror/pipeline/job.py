@@ -148,6 +148,20 @@ def lag_from_progress(progress: dict[str, Any] | None) -> int | None:
     return total
 
 
+def last_progress(query: Any) -> dict[str, Any] | None:
+    """The query's last progress as a dict, in two Py4J calls.
+
+    pyspark's ``StreamingQuery.lastProgress`` converts the Java object field by field, one
+    Py4J round trip per key; polled twice a second that kept the driver's gateway and the JVM
+    busy while micro-batches ran. Spark's own JSON of the same object is one call.
+    """
+    jprogress = query._jsq.lastProgress()
+    if jprogress is None:
+        return None
+    parsed = json.loads(jprogress.json())
+    return parsed if isinstance(parsed, dict) else None
+
+
 def _offsets(raw: Any) -> dict[str, dict[str, int]] | None:
     if raw is None:
         return None
@@ -561,7 +575,7 @@ class FlowRunner:
         if not self.query.isActive:
             self._on_query_end()
             return
-        self.progress.lag = lag_from_progress(self.query.lastProgress)
+        self.progress.lag = lag_from_progress(last_progress(self.query))
         if self.once:
             return
         if self.flow.refresh_topics_enabled and now >= self._next_refresh:
@@ -620,7 +634,7 @@ class FlowRunner:
 
     def _on_query_end(self) -> None:
         exc = self.query.exception()
-        self.progress.lag = lag_from_progress(self.query.lastProgress)
+        self.progress.lag = lag_from_progress(last_progress(self.query))
         self.query = None
         if exc is None:
             self.finished = True

@@ -387,7 +387,7 @@ class Bench:
                         seed=seed)  # fmt: skip
         ready = await_records(b, target, s.partitions, warm.records, tree, stall_s=max(s.stall_timeout_s, 240))
         if ready is None:
-            stats = tree.stop()
+            tree.stop()
             raise RuntimeError(f"{system.name} did not mirror the warm-up load:\n{tree.tail()}")
         offered = wl.offer(a, LATENCY_TOPIC, s.partitions, s.size, first_seq=warm.records, rate=s.rate,
                            seconds=s.latency_seconds, seed=seed)  # fmt: skip

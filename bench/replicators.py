@@ -1,6 +1,6 @@
 """The four systems the benchmark measures, as command lines and configuration files.
 
-- ``limit``: ``bench/jvm/CopyLoop.java``, one consumer and one producer in a JVM;
+- ``limit``: ``bench/jvm/CopyLoop.java``, copy threads with a consumer and a producer each, in a JVM;
 - ``mm2``: Apache Kafka's MirrorMaker 2 in dedicated mode
   (``org.apache.kafka.connect.mirror.MirrorMaker``), from the Maven Central jars;
 - ``sparkmirror_at_least_once`` and ``sparkmirror_exactly_once``: ``sparkmirror run``.
@@ -65,6 +65,8 @@ class Common:
     compression: str
     #: MM2: tasks.max. sparkmirror: Spark's own parallelism (local[*]) decides.
     tasks_max: int
+    #: Copy threads of the limit loop (each with its own consumer and producer).
+    limit_threads: int
     checkpoint_interval_s: int = 5
     mm2_extra: dict[str, str] = field(default_factory=dict)
     sparkmirror_extra: dict[str, str] = field(default_factory=dict)
@@ -158,7 +160,15 @@ class Limit(Replicator):
         props.write_text(_properties(self.common.producer()))
         b = self.common.bootstraps
         return self.jvm.command(
-            "CopyLoop", b[SOURCE], b[TARGET], topic, remote(topic), str(count or 0), str(props), heap=LIMIT_HEAP
+            "CopyLoop",
+            b[SOURCE],
+            b[TARGET],
+            topic,
+            remote(topic),
+            str(count or 0),
+            str(self.common.limit_threads),
+            str(props),
+            heap=LIMIT_HEAP,
         )
 
 

@@ -199,6 +199,19 @@ def chart(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _code(result: dict[str, Any]) -> str:
+    code = result.get("sparkmirror_code")
+    if not code:
+        return "not recorded"
+
+    def one(state: dict[str, Any]) -> str:
+        dirty = state["uncommitted_src_files"]
+        return f"commit {state['commit']}" + (f" with uncommitted changes to {', '.join(dirty)}" if dirty else "")
+
+    before, after = one(code["before"]), one(code["after"])
+    return before if before == after else f"{before} at the start, {after} at the end (the checkout is shared)"
+
+
 def _loads(samples: list[dict[str, Any]]) -> str:
     one_minute = [d["loadavg"][0] for d in samples if d.get("loadavg")]
     return f"{min(one_minute):.1f}–{max(one_minute):.1f}" if one_minute else "not recorded"
@@ -222,8 +235,8 @@ def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
         "",
         f"sparkmirror beside Apache Kafka's MirrorMaker 2 and the machine's limit, measured by `make bench` "
         f"(`{result['command']}`) on {result['date'][:10]}: {result['runs']} run(s) per system, one system after "
-        f"another on the same brokers and data. Figures are medians over the runs; the spread is below. Raw "
-        f"results: [`{rel_json}`]({rel_json}).",
+        f"another on the same brokers and data (each run starting with another system). Figures are medians over "
+        f"the runs; the spread is below. Raw results: [`{rel_json}`]({rel_json}).",
         "",
         f"![throughput and latency]({rel_png})",
         "",
@@ -262,6 +275,7 @@ def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
         f"seen between the measurements (load averages there: {_loads(during)}). Both clusters (one broker each, "
         "512 MiB heap), the system under test and the harness share the machine.",
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()) + ".",
+        f"- sparkmirror code measured: {_code(result)}.",
         f"- Workload: {s['records']:,} records, {s['partitions']} partitions, {s['size']} B values, a 12 B key and "
         f"one header ({s['payload_bytes_per_record']} B of payload per record; MB = 10^6 payload bytes).",
         "- Producer settings, all four systems: "
@@ -271,7 +285,8 @@ def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
         f"- MirrorMaker 2: dedicated mode, `tasks.max={s['tasks_max']}`, JVM `{' '.join(s['jvm']['mm2'])}`"
         + (f", extra: `{'`, `'.join(s['mm2_props'])}`" if s["mm2_props"] else "")
         + ".",
-        f"- Limit loop (`bench/jvm/CopyLoop.java`): JVM `{' '.join(s['jvm']['limit'])}`.",
+        f"- Limit loop (`bench/jvm/CopyLoop.java`): {s.get('limit_threads', 1)} copy thread(s), each with its own "
+        f"consumer and producer; JVM `{' '.join(s['jvm']['limit'])}`.",
         "- sparkmirror: `sparkmirror run` with its defaults (Spark `local[*]`)"
         + (f", extra: `{'`, `'.join(s['sparkmirror_props'])}`" if s["sparkmirror_props"] else "")
         + "; `--once` for the throughput phase.",

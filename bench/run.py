@@ -86,7 +86,9 @@ class Settings:
     batch_size: int
     compression: str
     tasks_max: int
+    limit_threads: int
     seed: int
+    settle_seconds: int
     base_port: int
     stall_timeout_s: int
     systems: tuple[str, ...]
@@ -113,7 +115,9 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     ap.add_argument("--batch-size", type=int, default=262_144, help="producer batch.size, all systems")
     ap.add_argument("--compression", default="none", help="producer compression.type, all systems")
     ap.add_argument("--tasks-max", type=int, default=2, help="MM2 tasks.max")
+    ap.add_argument("--limit-threads", type=int, default=2, help="copy threads of the limit loop")
     ap.add_argument("--seed", type=int, default=6)
+    ap.add_argument("--settle-seconds", type=int, default=15, help="pause after loading the workload")
     ap.add_argument("--base-port", type=int, default=31092)
     ap.add_argument("--stall-timeout", type=int, default=180, help="seconds without progress on B that fail a run")
     ap.add_argument("--systems", default="limit,mm2,sparkmirror_at_least_once,sparkmirror_exactly_once")
@@ -139,7 +143,9 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         batch_size=a.batch_size,
         compression=a.compression,
         tasks_max=a.tasks_max,
+        limit_threads=a.limit_threads,
         seed=a.seed,
+        settle_seconds=a.settle_seconds,
         base_port=a.base_port,
         stall_timeout_s=a.stall_timeout,
         systems=systems,
@@ -497,18 +503,27 @@ def concurrent_load() -> dict[str, Any]:
     return {"loadavg": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]], "pytest_processes": pytest}
 
 
+def source_state() -> dict[str, Any]:
+    """The sparkmirror code being measured: its commit, and source files changed but not committed."""
+
+    def git(*args: str) -> str:
+        proc = subprocess.run(["git", *args], capture_output=True, text=True, check=False, cwd=rep.REPO)
+        return proc.stdout.strip()
+
+    changed = [line[3:] for line in git("status", "--porcelain", "--", "src").splitlines()]
+    return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted_src_files": changed}
+
+
 def versions(jvm: rep.Jvm) -> dict[str, str]:
     from importlib.metadata import version
 
     import confluent_kafka
     import pyspark
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
-                            cwd=rep.REPO).stdout.strip()  # fmt: skip
     return {
         "kafka": KAFKA_VERSION,
         "mirrormaker2": f"connect-mirror {KAFKA_VERSION}",
-        "sparkmirror": f"{version('sparkmirror')} (commit {commit})" if commit else version("sparkmirror"),
+        "sparkmirror": version("sparkmirror"),
         "pyspark": pyspark.__version__,
         "confluent_kafka": version("confluent-kafka"),
         "librdkafka": confluent_kafka.libversion()[0],
@@ -517,12 +532,21 @@ def versions(jvm: rep.Jvm) -> dict[str, str]:
     }
 
 
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> Path:
+    # Stop cleanly (systems stopped, clusters down) on SIGTERM, and on SIGINT even
+    # where a shell started us in the background with SIGINT ignored.
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("sparkmirror").setLevel(logging.WARNING)
     s = parse_args(argv)
     load_before = concurrent_load()
-    log.info("machine load before the run: %s", load_before)
+    code_before = source_state()
+    log.info("machine load before the run: %s; sparkmirror code: %s", load_before, code_before)
     workdir = Path(tempfile.mkdtemp(prefix="sparkmirror-bench."))
     clusters = DevClusters(workdir / "dev")
     started = time.monotonic()
@@ -542,6 +566,9 @@ def main(argv: list[str] | None = None) -> Path:
             if wl.key_at(boots["A"], TOPIC, p, pos) != b"%012d" % (pos * s.partitions + p):
                 raise RuntimeError(f"{TOPIC}[{p}] offset {pos} does not hold the expected key")
         wl.commit_group(boots["A"], rep.GROUP, TOPIC, positions)
+        # The workload's pages are written back now, not during the first measurement.
+        os.sync()
+        time.sleep(s.settle_seconds)
         common = rep.Common(
             bootstraps=boots,
             partitions=s.partitions,
@@ -549,6 +576,7 @@ def main(argv: list[str] | None = None) -> Path:
             batch_size=s.batch_size,
             compression=s.compression,
             tasks_max=s.tasks_max,
+            limit_threads=s.limit_threads,
             mm2_extra=_props(s.mm2_props),
             sparkmirror_extra=_props(s.sparkmirror_props),
         )
@@ -556,7 +584,9 @@ def main(argv: list[str] | None = None) -> Path:
         systems = [r for r in rep.all_replicators(common, jvm) if r.name in s.systems]
         per_system: dict[str, list[dict[str, Any]]] = {r.name: [] for r in systems}
         for run in range(1, s.runs + 1):
-            for system in systems:
+            # Each run starts with another system, so none always runs first.
+            first = (run - 1) % len(systems)
+            for system in systems[first:] + systems[:first]:
                 log.info("run %d/%d: %s", run, s.runs, system.name)
                 r = bench.measure(system, run)
                 r["load_after"] = concurrent_load()
@@ -569,6 +599,8 @@ def main(argv: list[str] | None = None) -> Path:
             "machine": machine(),
             "machine_load": {"before": load_before, "after": concurrent_load()},
             "versions": versions(jvm),
+            # The checkout may be shared with work in progress: what the run started and ended with.
+            "sparkmirror_code": {"before": code_before, "after": source_state()},
             "settings": {
                 **{k: v for k, v in dataclasses.asdict(s).items() if k not in ("base_port", "keep")},
                 "payload_bytes_per_record": s.payload_bytes,

@@ -1,17 +1,18 @@
 /*
- * The benchmark's "limit": the least any replicator has to do, as one plain JVM loop.
+ * The benchmark's "limit": the least any replicator has to do, as plain JVM copy loops.
  *
- * One consumer reads every partition of a topic on the source (assigned, no group, from the
- * earliest offset, read_committed) and one producer writes each record, with its key, value,
- * headers and timestamp, to the same partition of the remote topic on the target. No offset
- * map, no checkpoints, no topic management: whatever a real replicator does on top of this is
- * its overhead. The producer takes the same settings as the replicators under test (a
- * properties file: acks, idempotence, linger, batch size, compression, in-flight requests).
+ * Each of <threads> threads owns a share of the topic's partitions (round robin), one consumer
+ * (assigned, no group, from the earliest offset, read_committed) and one producer, and writes
+ * every record it reads, with its key, value, headers and timestamp, to the same partition of
+ * the remote topic on the target. No offset map, no checkpoints, no topic management, no
+ * framework: whatever a real replicator does on top of this is its overhead. The producers take
+ * the same settings as the replicators under test (a properties file: acks, idempotence, linger,
+ * batch size, compression, in-flight requests).
  *
  * Usage:
- *   CopyLoop <sourceBootstrap> <targetBootstrap> <topic> <remoteTopic> <count> <producer.properties>
+ *   CopyLoop <sourceBootstrap> <targetBootstrap> <topic> <remoteTopic> <count> <threads> <producer.properties>
  *
- * count > 0: stop after copying that many records (every one acknowledged), then exit 0.
+ * count > 0: stop once that many records were copied (every one acknowledged), then exit 0.
  * count <= 0: copy until SIGTERM, then flush what was sent and exit 0.
  * Any failed send exits 1 with the error on stderr. Stdout carries one line at the end:
  * "copied <n>".
@@ -24,7 +25,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -42,39 +44,78 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class CopyLoop {
 
-    private CopyLoop() {
+    private final String remote;
+    private final long count;
+    private final AtomicLong copied = new AtomicLong();
+    private final AtomicBoolean stopping = new AtomicBoolean();
+    private final AtomicReference<Exception> failure = new AtomicReference<>();
+    private final List<KafkaConsumer<byte[], byte[]>> consumers = new ArrayList<>();
+
+    private CopyLoop(String remote, long count) {
+        this.remote = remote;
+        this.count = count;
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 6) {
+        if (args.length != 7) {
             System.err.println("usage: CopyLoop <sourceBootstrap> <targetBootstrap> <topic> <remoteTopic> <count> "
-                + "<producer.properties>");
+                + "<threads> <producer.properties>");
             System.exit(2);
         }
-        long count = Long.parseLong(args[4]);
-        KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerProps(args[0]));
-        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(args[1], args[5]));
-        CountDownLatch finished = new CountDownLatch(1);
-        Thread main = Thread.currentThread();
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            consumer.wakeup();
-            try {
-                finished.await();
-            } catch (InterruptedException e) {
-                main.interrupt();
-            }
-        }));
-        AtomicReference<Exception> failure = new AtomicReference<>();
-        long copied = 0;
-        try {
-            List<TopicPartition> partitions = new ArrayList<>();
-            for (PartitionInfo p : consumer.partitionsFor(args[2])) {
+        CopyLoop loop = new CopyLoop(args[3], Long.parseLong(args[4]));
+        int threads = Integer.parseInt(args[5]);
+        List<TopicPartition> partitions = new ArrayList<>();
+        try (KafkaConsumer<byte[], byte[]> meta = new KafkaConsumer<>(consumerProps(args[0]))) {
+            for (PartitionInfo p : meta.partitionsFor(args[2])) {
                 partitions.add(new TopicPartition(p.topic(), p.partition()));
             }
-            consumer.assign(partitions);
-            consumer.seekToBeginning(partitions);
-            String remote = args[3];
-            while (count <= 0 || copied < count) {
+        }
+        List<Thread> workers = new ArrayList<>();
+        for (int t = 0; t < Math.min(threads, partitions.size()); t++) {
+            List<TopicPartition> share = new ArrayList<>();
+            for (int i = t; i < partitions.size(); i += threads) {
+                share.add(partitions.get(i));
+            }
+            KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerProps(args[0]));
+            KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(args[1], args[6]));
+            loop.consumers.add(consumer);
+            Thread worker = new Thread(() -> loop.copy(consumer, producer, share), "copy-" + t);
+            workers.add(worker);
+        }
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            loop.stop();
+            for (Thread w : workers) {
+                try {
+                    w.join();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }));
+        workers.forEach(Thread::start);
+        for (Thread w : workers) {
+            w.join();
+        }
+        loop.stopping.set(true);  // all consumers are closed: the shutdown hook has nothing to wake
+        if (loop.failure.get() != null) {
+            loop.failure.get().printStackTrace();
+            Runtime.getRuntime().halt(1);
+        }
+        System.out.println("copied " + loop.copied.get());
+    }
+
+    private void stop() {
+        if (stopping.compareAndSet(false, true)) {
+            consumers.forEach(KafkaConsumer::wakeup);
+        }
+    }
+
+    private void copy(KafkaConsumer<byte[], byte[]> consumer, KafkaProducer<byte[], byte[]> producer,
+                      List<TopicPartition> share) {
+        try {
+            consumer.assign(share);
+            consumer.seekToBeginning(share);
+            while (!stopping.get() && (count <= 0 || copied.get() < count) && failure.get() == null) {
                 ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(200));
                 for (ConsumerRecord<byte[], byte[]> r : records) {
                     producer.send(
@@ -85,24 +126,17 @@ public final class CopyLoop {
                             }
                         });
                 }
-                copied += records.count();
-                if (failure.get() != null) {
-                    break;
-                }
+                copied.addAndGet(records.count());
             }
         } catch (WakeupException e) {
             // SIGTERM: stop reading, deliver what was sent.
+        } catch (RuntimeException e) {
+            failure.compareAndSet(null, e);
         } finally {
             producer.flush();
             producer.close();
             consumer.close();
-            finished.countDown();
         }
-        if (failure.get() != null) {
-            failure.get().printStackTrace();
-            System.exit(1);
-        }
-        System.out.println("copied " + copied);
     }
 
     private static Properties consumerProps(String bootstrap) {

@@ -288,8 +288,33 @@ def check_report_order(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None
             )
 
 
+def keep_zip_directories() -> None:
+    """Stop PySpark's Python workers from re-reading every zip on their path before each task.
+
+    PySpark calls ``importlib.invalidate_caches()`` at the start of every task; on Python 3.11
+    each ``zipimporter`` then re-reads its archive's whole directory, and a worker holds one per
+    package imported from ``pyspark.zip``, the py4j zip and the spark-core jar: 76 ms per task
+    measured here (docs/performance.md), 0.3-0.7 s of CPU per micro-batch whatever its size.
+    Those archives do not change while a worker lives (a file added to the job later is a new
+    path with its own importer), so keeping what was read is safe. Idempotent; called in the
+    executors only (first thing in a task).
+    """
+    import zipimport
+
+    current = zipimport.zipimporter.invalidate_caches
+    if getattr(current, "_sparkmirror_keeps", False):
+        return
+
+    def keep(self: Any) -> None:
+        return None
+
+    keep._sparkmirror_keeps = True  # type: ignore[attr-defined]
+    zipimport.zipimporter.invalidate_caches = keep  # type: ignore[method-assign]
+
+
 def write_arrow_batches(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any]:
     """mapInArrow body: produce every row, wait for every ack, yield stats."""
+    keep_zip_directories()
     if plan.exactly_once:
         from sparkmirror.pipeline.transactional import write_exactly_once
 

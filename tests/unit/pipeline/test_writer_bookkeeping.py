@@ -125,3 +125,37 @@ def test_reports_out_of_produce_order_fail_the_batch() -> None:
     w.delivered(None, _Msg(100))
     with pytest.raises(WriteError, match="out of produce order"):
         check_report_order(_plan(), [w])
+
+
+def test_zip_directories_are_kept_between_tasks(tmp_path: Any) -> None:
+    import importlib
+    import sys
+    import zipfile
+    import zipimport
+
+    from sparkmirror.pipeline.writer import keep_zip_directories
+
+    archive = tmp_path / "pkgs.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("zipped_mod_for_test.py", "X = 1\n")
+    original = zipimport.zipimporter.invalidate_caches
+    sys.path.insert(0, str(archive))
+    try:
+        importlib.import_module("zipped_mod_for_test")  # the path now has a zipimporter
+        reads: list[str] = []
+        real_read = zipimport._read_directory  # type: ignore[attr-defined]
+        zipimport._read_directory = lambda path: reads.append(path) or real_read(path)  # type: ignore[attr-defined]
+        try:
+            importlib.invalidate_caches()  # what PySpark does before every task
+            assert reads == [str(archive)], "this Python re-reads zip directories on invalidate_caches"
+            keep_zip_directories()
+            keep_zip_directories()  # idempotent
+            reads.clear()
+            importlib.invalidate_caches()
+            assert reads == []
+        finally:
+            zipimport._read_directory = real_read  # type: ignore[attr-defined]
+    finally:
+        sys.path.remove(str(archive))
+        sys.modules.pop("zipped_mod_for_test", None)
+        zipimport.zipimporter.invalidate_caches = original  # type: ignore[method-assign]

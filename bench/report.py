@@ -209,7 +209,21 @@ def _code(result: dict[str, Any]) -> str:
         return f"commit {state['commit']}" + (f" with uncommitted changes to {', '.join(dirty)}" if dirty else "")
 
     before, after = one(code["before"]), one(code["after"])
-    return before if before == after else f"{before} at the start, {after} at the end (the checkout is shared)"
+    text = before if before == after else f"{before} at the start, {after} at the end (the checkout is shared)"
+    per_run = {
+        (name, r["run"]): one(r["code_before"])
+        for name, sy in result["systems"].items()
+        if name.startswith("sparkmirror")
+        for r in sy.get("per_run", [])
+        if r.get("code_before")
+    }
+    if len(set(per_run.values())) > 1:
+        text += "; sparkmirror's runs started at: " + ", ".join(
+            f"{LABELS[name]} run {run}: {state}" for (name, run), state in sorted(per_run.items())
+        )
+    elif per_run:
+        text += f"; every sparkmirror run started at {next(iter(per_run.values()))}"
+    return text
 
 
 def _loads(samples: list[dict[str, Any]]) -> str:

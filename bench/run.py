@@ -299,7 +299,14 @@ class Bench:
     def measure(self, system: rep.Replicator, run: int) -> dict[str, Any]:
         run_dir = self.workdir / f"run{run}-{system.name}"
         run_dir.mkdir(parents=True)
-        result: dict[str, Any] = {"run": run, "ok": True, "failures": [], "load_before": concurrent_load()}
+        result: dict[str, Any] = {
+            "run": run,
+            "ok": True,
+            "failures": [],
+            "load_before": concurrent_load(),
+            # Each of the system's processes imports the checkout as it is when it starts.
+            "code_before": source_state(),
+        }
         self.reset()
         try:
             result.update(self.throughput(system, run_dir))

@@ -163,6 +163,7 @@ def chart(result: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     names = [n for n in SYSTEMS if n in result["systems"]]
     labels = [LABELS[n].replace(" (", "\n(").replace("sparkmirror ", "sparkmirror\n") for n in names]
@@ -192,6 +193,7 @@ def chart(result: dict[str, Any], path: Path) -> None:
     ax2.set_title(f"Replication latency at {result['settings']['rate']:,} records/s offered")
     ax2.legend(fontsize=8)
     for ax in (ax1, ax2):
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

@@ -102,6 +102,33 @@ def read_partition(bootstrap: str, topic: str, partition: int, *, timeout_s: flo
         c.close()
 
 
+def committed_log(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
+    """(offset, value) of every committed record of one partition, up to where reading finds the end."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("log"),
+            "enable.auto.commit": False,  # a reader, not a group that mirrors or failovers should see
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    c.assign([TopicPartition(topic, partition, 0)])
+    out: list[tuple[int, bytes]] = []
+    try:
+        while True:
+            msgs = c.consume(5000, 1.0)
+            if not msgs:
+                return out
+            for m in msgs:
+                if m.error():
+                    return out
+                out.append((m.offset(), m.value()))
+    finally:
+        c.close()
+
+
 def partition_count(bootstrap: str, topic: str) -> int:
     md = admin(bootstrap).list_topics(topic, timeout=30).topics.get(topic)
     return 0 if md is None or md.error is not None else len(md.partitions)

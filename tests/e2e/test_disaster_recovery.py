@@ -26,10 +26,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
 from kafka_helpers import (
     commit_group,
+    committed_log,
     create_topics,
     run_cli,
     sparkmirror_cmd,
@@ -55,38 +56,6 @@ def dr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, dict[
     boots = clusters.up(["A", "B"], base_port=_free_base_port())
     yield clusters, boots
     clusters.down()
-
-
-def _log(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
-    """(offset, value) of every committed record of one partition."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique("log"),
-            "enable.auto.commit": False,  # a reader, not a group the failover should move
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    c.assign([TopicPartition(topic, partition, 0)])
-    out: list[tuple[int, bytes]] = []
-    try:
-        while True:
-            msgs = c.consume(5000, 1.0)
-            if not msgs:
-                break
-            eof = False
-            for m in msgs:
-                if m.error():
-                    eof = True
-                    break
-                out.append((m.offset(), m.value()))
-            if eof:
-                break
-    finally:
-        c.close()
-    return out
 
 
 def _load_source(bootstrap: str) -> None:
@@ -116,7 +85,7 @@ def _load_source(bootstrap: str) -> None:
     time.sleep(1.0)
     p.produce(COMPACT, key=b"roll", value=b"roll", partition=0)  # rolls the segment so it can be cleaned
     assert p.flush(60) == 0
-    wait_for(lambda: len(_log(bootstrap, COMPACT, 0)) < 601, timeout_s=120, what=f"{COMPACT} to be compacted")
+    wait_for(lambda: len(committed_log(bootstrap, COMPACT, 0)) < 601, timeout_s=120, what=f"{COMPACT} to be compacted")
 
     create_topics(bootstrap, {TXN: 1})
     tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("payments-tx")})
@@ -181,7 +150,9 @@ def test_disaster_recovery_failover_then_failback(dr, tmp_path: Path) -> None:
     clusters, boots = dr
     _load_source(boots["A"])
     source_logs = {
-        (t, p): _log(boots["A"], t, p) for t, n in ((PLAIN, PLAIN_PARTITIONS), (COMPACT, 1), (TXN, 1)) for p in range(n)
+        (t, p): committed_log(boots["A"], t, p)
+        for t, n in ((PLAIN, PLAIN_PARTITIONS), (COMPACT, 1), (TXN, 1))
+        for p in range(n)
     }
     # The group processed 20,000 of the plain records (5,000 per partition), half of the
     # compacted log (stopping on a removed offset) and the transactional topic up to a marker.
@@ -212,7 +183,7 @@ def test_disaster_recovery_failover_then_failback(dr, tmp_path: Path) -> None:
 
         def caught_up() -> bool:
             assert mirror.poll() is None, f"sparkmirror run exited; see {log_path}:\n{log_path.read_text()[-3000:]}"
-            return all({v for _o, v in _log(boots["B"], t, p)} >= set(vs) for (t, p), vs in remote.items())
+            return all({v for _o, v in committed_log(boots["B"], t, p)} >= set(vs) for (t, p), vs in remote.items())
 
         wait_for(caught_up, timeout_s=300, what="B to hold every record of A", interval_s=3)
         wait_for(

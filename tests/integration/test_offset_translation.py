@@ -17,43 +17,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_helpers import admin, commit_group, create_topics, unique, wait_for, write_config
+from kafka_helpers import admin, commit_group, committed_log, create_topics, unique, wait_for, write_config
 from mm2_client import translate_offsets_with_mm2
 from sparkmirror.config import load_config
 from sparkmirror.core.formats import Checkpoint, OffsetSync
 from sparkmirror.kafka.internal import read_to_end
 from sparkmirror.pipeline.job import Mirror
-
-
-def _log(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
-    """(offset, value) of every committed record."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique("log"),
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    c.assign([TopicPartition(topic, partition, 0)])
-    out = []
-    try:
-        while True:
-            msgs = c.consume(1000, 0.5)
-            if not msgs:
-                break
-            done = False
-            for m in msgs:
-                if m.error():
-                    done = True
-                    break
-                out.append((m.offset(), m.value()))
-            if done:
-                break
-    finally:
-        c.close()
-    return out
 
 
 def _truth(source_log: list[tuple[int, bytes]], target_log: list[tuple[int, bytes]], g: int, target_end: int) -> int:
@@ -93,8 +62,8 @@ def _check_exact(bootstraps, tmp_path: Path, topic: str, group: str, positions: 
     cps = _checkpoints(bootstraps["B"], group)
     mm2 = translate_offsets_with_mm2(bootstraps["B"], "A", group, workdir=tmp_path / "mm2client")
     for p, g in positions.items():
-        src = _log(bootstraps["A"], topic, p)
-        tgt = _log(bootstraps["B"], f"A.{topic}", p)
+        src = committed_log(bootstraps["A"], topic, p)
+        tgt = committed_log(bootstraps["B"], f"A.{topic}", p)
         end = admin(bootstraps["B"]).list_topics(f"A.{topic}").topics  # noqa: F841 - metadata warm-up
         c = Consumer({"bootstrap.servers": bootstraps["B"], "group.id": unique("wm")})
         target_end = c.get_watermark_offsets(TopicPartition(f"A.{topic}", p), timeout=30)[1]
@@ -140,8 +109,8 @@ def test_plain_topic_and_a_group_10000_behind(bootstraps, spark, tmp_path: Path,
     mine = [s for s in syncs if s.topic == topic]
     assert mine and {s.partition for s in mine} == {0, 1}
     for s in mine:
-        src = dict(_log(bootstraps["A"], topic, s.partition))
-        tgt = dict(_log(bootstraps["B"], f"A.{topic}", s.partition))
+        src = dict(committed_log(bootstraps["A"], topic, s.partition))
+        tgt = dict(committed_log(bootstraps["B"], f"A.{topic}", s.partition))
         assert src[s.upstream_offset] == tgt[s.downstream_offset]
 
 
@@ -168,7 +137,7 @@ def test_transactional_topic_with_aborted_records(bootstraps, spark, tmp_path: P
             tx.produce(topic, value=f"{k}-{i}".encode(), partition=0)
         tx.flush(30)
         (tx.abort_transaction if k % 3 == 1 else tx.commit_transaction)(30)
-    src = _log(bootstraps["A"], topic, 0)
+    src = committed_log(bootstraps["A"], topic, 0)
     offsets = [o for o, _v in src]
     # Inside a committed run, at the first offset after an aborted run, and
     # on a transaction marker: one group each, one mirror pass.
@@ -202,8 +171,10 @@ def test_compacted_topic(bootstraps, spark, tmp_path: Path, checkpoints) -> None
     time.sleep(1.0)
     p.produce(topic, key=b"roll", value=b"roll", partition=0)  # rolls the segment
     p.flush(30)
-    wait_for(lambda: len(_log(bootstraps["A"], topic, 0)) < 601, timeout_s=90, what="the source to be compacted")
-    src = _log(bootstraps["A"], topic, 0)
+    wait_for(
+        lambda: len(committed_log(bootstraps["A"], topic, 0)) < 601, timeout_s=90, what="the source to be compacted"
+    )
+    src = committed_log(bootstraps["A"], topic, 0)
     offsets = [o for o, _v in src]
     gap = next(o + 1 for o, nxt in zip(offsets, offsets[1:], strict=False) if nxt > o + 1)  # a removed offset
     group = unique("g")

@@ -29,7 +29,7 @@ from sparkmirror.core.failover import (
 )
 from sparkmirror.core.offsetmap import OffsetMap
 from sparkmirror.errors import ConfigError
-from sparkmirror.kafka.clients import admin_config, librdkafka_config
+from sparkmirror.kafka.clients import admin_config, librdkafka_config, validate_librdkafka
 from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.inspect import count_records, partition_bounds
 from sparkmirror.offsets.store import OffsetMapStore
@@ -58,8 +58,11 @@ class Cluster:
                 f"cluster {alias} has no bootstrap.servers in the configuration", key=f"{alias}.bootstrap.servers"
             )
         consumer = librdkafka_config(reveal(cluster.consumer_props, True), role="consumer")
-        consumer["log_level"] = "3"
         admin = admin_config(reveal(cluster.admin_props, True))
+        # Refused settings are configuration errors (exit 2), never "the cluster does not answer".
+        validate_librdkafka(consumer, role=f"cluster {alias} consumer", key_hint=f"{alias}.consumer")
+        validate_librdkafka(admin, role=f"cluster {alias} admin", key_hint=f"{alias}.admin")
+        consumer["log_level"] = "3"
         admin["log_level"] = "3"
         return cls(alias, consumer, admin)
 

@@ -62,6 +62,9 @@ _JVM_ONLY = frozenset(
         "ssl.keystore.certificate.chain",
         "ssl.truststore.certificates",
         "transaction.timeout.ms",  # the exactly-once writer sets its own
+        # Java consumer tuning for Spark's source; librdkafka has no such key or other values.
+        "max.poll.records",
+        "partition.assignment.strategy",
     }
 )
 
@@ -70,6 +73,7 @@ _RENAMED = {
     "max.request.size": "message.max.bytes",
     "send.buffer.bytes": "socket.send.buffer.bytes",
     "receive.buffer.bytes": "socket.receive.buffer.bytes",
+    "fetch.max.wait.ms": "fetch.wait.max.ms",
 }
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')

@@ -15,7 +15,7 @@ from typing import Any
 
 from sparkmirror.config.model import reveal
 from sparkmirror.core.formats import Checkpoint
-from sparkmirror.kafka.clients import admin_config, librdkafka_config
+from sparkmirror.kafka.clients import admin_config, librdkafka_config, validate_librdkafka
 from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.internal import read_to_end
 from sparkmirror.offsets.store import OffsetMapStore
@@ -55,6 +55,9 @@ def source_positions(
 ) -> dict[tuple[str, int], int] | None:
     """The group's committed offsets on the source, or None when the source does not answer."""
     conf = librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer")
+    # A setting librdkafka refuses is a configuration error (exit 2), not an unreachable source:
+    # falling back to checkpoints for it would translate stale positions without a word.
+    validate_librdkafka(conf, role=f"flow={flow.name} source consumer", key_hint=f"{flow.source}.consumer")
     conf["log_level"] = "3"
     try:
         return committed_offsets(conf, group, partitions, timeout_s=timeout_s)

@@ -27,7 +27,7 @@ def translate(config: Path, source: str, target: str, group: str, as_json: bool)
     from sparkmirror.offsets.translate import translate_group
 
     cfg = load_config(config)
-    flow = next((f for f in cfg.all_flows if f.source == source and f.target == target), None)
+    flow = cfg.find_flow(source, target)
     if flow is None:
         raise ConfigError(f"{source}->{target}: no such flow in {config}", key=f"{source}->{target}.enabled")
     report = translate_group(flow, group)

@@ -26,7 +26,7 @@ from sparkmirror.core.filters import (
     GroupFilter,
     TopicFilter,
 )
-from sparkmirror.core.policy import DEFAULT_POLICY_CLASS, ReplicationPolicy, policy_from_name
+from sparkmirror.core.policy import DEFAULT_POLICY_CLASS, ReplicationPolicy, policy_from_name, should_replicate_topic
 
 __all__ = [
     "HIDDEN",
@@ -310,6 +310,18 @@ class FlowConfig(_Frozen):
         """Filter from ``groups`` and ``groups.exclude``."""
         return GroupFilter(self.groups, self.groups_exclude)
 
+    def replicates(self, topic: str, *, heartbeats: bool | None = None) -> bool:
+        """MM2's rule (:func:`should_replicate_topic`) for ``topic`` on this flow; ``heartbeats``
+        overrides ``heartbeats.replication.enabled`` (failover moves no heartbeat positions)."""
+        return should_replicate_topic(
+            topic,
+            source_alias=self.source,
+            target_alias=self.target,
+            policy=self.policy,
+            topic_filter=self.topic_filter,
+            heartbeats_replication_enabled=self.heartbeats_replication_enabled if heartbeats is None else heartbeats,
+        )
+
     @cached_property
     def config_property_filter(self) -> ConfigPropertyFilter:
         """Filter from ``config.properties.exclude``."""
@@ -362,6 +374,10 @@ class MirrorConfig(_Frozen):
             if flow.name == name:
                 return flow
         raise KeyError(name)
+
+    def find_flow(self, source: str, target: str) -> FlowConfig | None:
+        """The flow ``source->target`` among :attr:`all_flows`, enabled or not; None if the file names none."""
+        return next((f for f in self.all_flows if f.source == source and f.target == target), None)
 
     def __str__(self) -> str:
         return (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkmirror.checkpoints.emitter import OWN_GROUP_PREFIXES
@@ -49,6 +49,7 @@ class Cluster:
     consumer: dict[str, Any]
     admin_conf: dict[str, Any]
     _admin: Any = None
+    _bounds: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, cfg: MirrorConfig, alias: str) -> Cluster:
@@ -82,13 +83,16 @@ class Cluster:
             return False
         return True
 
+    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start, high watermark) of ``topic[partition]``, asked once per plan (many groups share it)."""
+        key = (topic, partition)
+        if key not in self._bounds:
+            self._bounds[key] = partition_bounds(self.consumer, topic, partition)
+        return self._bounds[key]
+
     def topics(self) -> dict[str, int]:
         md = self.admin.list_topics(timeout=30)
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
-
-
-def _flow(cfg: MirrorConfig, source: str, target: str) -> FlowConfig | None:
-    return next((f for f in cfg.all_flows if f.source == source and f.target == target), None)
 
 
 def _load_map(flow: FlowConfig, stored_on: Cluster) -> OffsetMap:
@@ -140,8 +144,8 @@ def build_plan(
     """Plan moving the selected groups from ``origin`` to ``destination`` (see the module doc)."""
     if origin == destination:
         raise ConfigError(f"--source and --target are the same cluster ({origin})", key="--target")
-    forward = _flow(cfg, origin, destination)
-    reverse = _flow(cfg, destination, origin)
+    forward = cfg.find_flow(origin, destination)
+    reverse = cfg.find_flow(destination, origin)
     if forward is None and reverse is None:
         raise ConfigError(
             f"no flow between {origin} and {destination} in the configuration "
@@ -176,7 +180,7 @@ def build_plan(
     forward_topics: set[str] = set()
     if forward is not None and forward_map is not None:
         forward_topics = {t for t, _p in forward_map.partitions()}
-        forward_topics |= {t for t in origin_topics if _selected(forward, t)}
+        forward_topics |= {t for t in origin_topics if forward.replicates(t, heartbeats=False)}
     reverse_topics = {t for t, _p in reverse_map.partitions()} if reverse_map is not None else set()
 
     def route_of(topic: str) -> Route | None:
@@ -228,19 +232,6 @@ def build_plan(
     return plan
 
 
-def _selected(flow: FlowConfig, topic: str) -> bool:
-    from sparkmirror.core.policy import should_replicate_topic
-
-    return should_replicate_topic(
-        topic,
-        source_alias=flow.source,
-        target_alias=flow.target,
-        policy=flow.policy,
-        topic_filter=flow.topic_filter,
-        heartbeats_replication_enabled=False,
-    )
-
-
 def _origin_positions(
     plan: FailoverPlan,
     src: Cluster,
@@ -280,7 +271,7 @@ def _measure_lag(
     used = {t for pos in positions.values() for (t, _p) in pos}
     for topic in sorted(used & set(topics)):
         for partition in range(topics[topic]):
-            log_start, log_end = partition_bounds(src.consumer, topic, partition)
+            log_start, log_end = src.bounds(topic, partition)
             start, end = missing_after(forward_map.upstream_end(topic, partition), log_start, log_end)
             plan.lag[f"{topic}[{partition}]"] = (
                 count_records(src.consumer, topic, partition, start, end) if end > start else 0
@@ -312,7 +303,7 @@ def _move(
         # disaster with less than it had, and then the translated position is past its end.
         missing = 0
         if target is not None:
-            _start, end = partition_bounds(dst.consumer, r.destination_topic, partition)
+            _start, end = dst.bounds(r.destination_topic, partition)
             missing = max(0, target - end)
             if missing:
                 plan.lag[f"{r.destination_topic}[{partition}]"] = missing

@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkmirror.core.policy import should_replicate_topic
 from sparkmirror.errors import SparkMirrorError
 
 log = logging.getLogger(__name__)
@@ -57,14 +56,7 @@ class TopicSync:
         for name, tmd in md.topics.items():
             if tmd.error is not None:
                 continue
-            if should_replicate_topic(
-                name,
-                source_alias=self.flow.source,
-                target_alias=self.flow.target,
-                policy=self.flow.policy,
-                topic_filter=self.flow.topic_filter,
-                heartbeats_replication_enabled=self.flow.heartbeats_replication_enabled,
-            ):
+            if self.flow.replicates(name):
                 out[name] = len(tmd.partitions)
         return dict(sorted(out.items()))
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -134,11 +134,31 @@ def partition_count(bootstrap: str, topic: str) -> int:
     return 0 if md is None or md.error is not None else len(md.partitions)
 
 
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+_LEADER_MOVING = frozenset(
+    {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
+)
+
+
+def end_offsets(bootstrap: str, topic: str, *, settle_s: float = 30.0) -> dict[int, int]:
+    """High watermark per partition.
+
+    A topic the replicator has just created can answer NOT_LEADER_FOR_PARTITION
+    (or LEADER_NOT_AVAILABLE) for a moment while its leaders are elected; such
+    retriable answers are asked again for up to `settle_s`, anything else raises.
+    """
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("wm")})
+    deadline = time.monotonic() + settle_s
     try:
-        n = partition_count(bootstrap, topic)
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(n)}
+        while True:
+            try:
+                n = partition_count(bootstrap, topic)
+                return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(n)}
+            except KafkaException as e:
+                err = e.args[0] if e.args else None
+                settling = isinstance(err, KafkaError) and (err.retriable() or err.code() in _LEADER_MOVING)
+                if not settling or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         c.close()
 

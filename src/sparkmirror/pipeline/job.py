@@ -34,6 +34,7 @@ from typing import Any
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import reveal
 from sparkmirror.core.offsetmap import Segment
+from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out
 from sparkmirror.errors import ConfigError, SparkMirrorError
 from sparkmirror.heartbeats.emitter import HeartbeatEmitter
 from sparkmirror.kafka.clients import librdkafka_config, new_admin, producer_config, validate_librdkafka
@@ -41,6 +42,8 @@ from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore, offset_map_topic
+from sparkmirror.pipeline.copier import copy_task
+from sparkmirror.pipeline.ranges import planned_ranges
 from sparkmirror.pipeline.writer import (
     INPUT_COLUMNS,
     RESULT_SCHEMA,
@@ -74,6 +77,12 @@ def validate_clients(flow: Any) -> None:
         role=f"flow={flow.name} target producer",
         key_hint=f"{flow.target}.producer",
     )
+    if flow.spark.source_reader == "direct":
+        validate_librdkafka(
+            librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer"),
+            role=f"flow={flow.name} source consumer (sparkmirror.source.reader = direct)",
+            key_hint=f"{flow.source}.consumer",
+        )
     for props, role, hint in (
         (flow.source_admin_props(reveal_secrets=True), "source admin", f"{flow.source}.admin"),
         (flow.target_admin_props(reveal_secrets=True), "target admin", f"{flow.target}.admin"),
@@ -206,6 +215,11 @@ class FlowRunner:
             progress_group=progress_group(flow),
             transactional_id_prefix=f"sparkmirror-{flow.source}-{flow.target}-",
             consumer_config=librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer"),
+            source_consumer_config=(
+                librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer")
+                if flow.spark.source_reader == "direct"
+                else {}
+            ),
             transaction_timeout_ms=flow.spark.transaction_timeout_ms,
             test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),
         )
@@ -241,6 +255,7 @@ class FlowRunner:
         self._failures = 0
         self._next_offset: dict[tuple[str, int], int] = {}
         self._identity_checked = False
+        self._direct_unavailable_logged = False
         self.finished = False
 
     @property
@@ -447,10 +462,14 @@ class FlowRunner:
             # extends each partition's last segment.
             plan = dataclasses.replace(self.plan, tails=self.store.tails())
 
-            def write(batches: Iterator[Any]) -> Iterator[Any]:
-                return write_arrow_batches(batches, plan)
+            rows = self._copy_direct(batch_df, plan) if self.flow.spark.source_reader == "direct" else None
+            if rows is None:
 
-            rows = [r.asDict() for r in batch_df.selectExpr(*INPUT_COLUMNS).mapInArrow(write, RESULT_SCHEMA).collect()]
+                def write(batches: Iterator[Any]) -> Iterator[Any]:
+                    return write_arrow_batches(batches, plan)
+
+                selected = batch_df.selectExpr(*INPUT_COLUMNS)
+                rows = [r.asDict() for r in selected.mapInArrow(write, RESULT_SCHEMA).collect()]
             refusals = sorted(r["error"] for r in rows if r["error"])
             if refusals:
                 # Not committed: raising here fails the batch; the marker makes it terminal.
@@ -468,6 +487,34 @@ class FlowRunner:
             self._failures = 0
 
         return process
+
+    def _copy_direct(self, batch_df: Any, plan: WritePlan) -> list[dict[str, Any]] | None:
+        """Copy the batch's planned ranges in one task per core; ``None`` if Spark's plan cannot be read."""
+        ranges = planned_ranges(batch_df)
+        if ranges is None:
+            if not self._direct_unavailable_logged:
+                self._direct_unavailable_logged = True
+                log.warning(
+                    "flow=%s this Spark (%s) does not expose the planned offset ranges; reading through "
+                    "Spark's Kafka source instead (as sparkmirror.source.reader = spark)",
+                    self.flow.name,
+                    self.spark.version,
+                )
+            return None
+        groups = share_out(ranges, max(1, int(self.spark.sparkContext.defaultParallelism)))
+        if not groups:
+            return []
+        check_disjoint(groups)
+
+        def copy(items: Iterator[list[SourceRange]]) -> Iterator[dict[str, Any]]:
+            return copy_task(items, plan)
+
+        sc = self.spark.sparkContext
+        sc.setJobDescription(f"sparkmirror {self.flow.name}: copy {sum(r.size for r in ranges):,} records")
+        try:
+            return list(sc.parallelize(groups, len(groups)).mapPartitions(copy).collect())
+        finally:
+            sc.setJobDescription(None)
 
     def _check_source_loss(self, rows: list[dict[str, Any]]) -> None:
         """Say loudly when records expired on the source before they were mirrored.

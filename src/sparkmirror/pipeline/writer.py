@@ -117,6 +117,8 @@ class WritePlan:
     transactional_id_prefix: str = ""
     #: librdkafka config of a consumer on the target (reads the progress).
     consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
+    #: librdkafka config of a consumer on the source (the direct reader reads the planned ranges).
+    source_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
     transaction_timeout_ms: int = 300_000
     #: Changes whenever the driver fences the flow's transactional ids, so
     #: executors build new producers instead of reusing fenced ones.
@@ -359,10 +361,17 @@ def finish_segments(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None:
 
 
 def stats_batches(parts: Iterable[PartitionWrite]) -> Iterator[Any]:
-    """The task's result rows: one per source partition it wrote."""
+    """The task's result rows as Arrow: one per source partition it wrote."""
     import pyarrow as pa
 
-    rows = [
+    rows = stats_rows(parts)
+    if rows:
+        yield pa.RecordBatch.from_pylist(rows, schema=_result_arrow_schema())
+
+
+def stats_rows(parts: Iterable[PartitionWrite]) -> list[dict[str, Any]]:
+    """The task's result rows (fields of :data:`RESULT_SCHEMA`): one per source partition it wrote."""
+    return [
         {
             "topic": w.topic,
             "partition": w.partition,
@@ -379,8 +388,6 @@ def stats_batches(parts: Iterable[PartitionWrite]) -> Iterator[Any]:
         }
         for w in parts
     ]
-    if rows:
-        yield pa.RecordBatch.from_pylist(rows, schema=_result_arrow_schema())
 
 
 def _result_arrow_schema() -> Any:

@@ -121,7 +121,7 @@ def test_mm2_defaults() -> None:
     assert flow.spark.master == "local[*]"
     assert flow.spark.checkpoint_location == "./.sparkmirror/checkpoints"
     assert flow.spark.trigger_interval_ms == 500
-    assert flow.spark.batch_max_records == 500_000
+    assert flow.spark.batch_max_records == 2_000_000
     assert flow.spark.progress_interval_seconds == 10
 
 
@@ -205,7 +205,7 @@ A->B.sparkmirror.checkpoint.location = /data/ckpt
     assert config.spark.master == "spark://m:7077" and config.spark.trigger_interval_ms == 500
     assert ab.spark.master == "spark://m:7077"
     assert ab.spark.trigger_interval_ms == 0 and ba.spark.trigger_interval_ms == 500
-    assert ab.spark.batch_max_records == 1000 and ba.spark.batch_max_records == 500_000
+    assert ab.spark.batch_max_records == 1000 and ba.spark.batch_max_records == 2_000_000
     assert ab.spark.spark_conf() == {"spark.executor.memory": "2g", "spark.sql.shuffle.partitions": "4"}
     assert ba.spark.spark_conf()["spark.executor.memory"] == "1g"
     assert ab.spark.checkpoint_location == "/data/ckpt"

@@ -1,0 +1,64 @@
+"""Offset ranges of a micro-batch and how they are shared out among tasks.
+
+Spark's Kafka source plans each micro-batch as one half-open offset range
+``[start, until)`` per source partition. The direct reader (docs/decisions.md)
+copies those ranges in as many tasks as the job has cores, each task reading
+several partitions with one consumer. This module decides which task gets which
+partition; it imports neither pyspark nor a Kafka client.
+
+Rule: every range goes to exactly one task (exactly-once relies on it: two
+tasks with the same partition would fence each other's transactions).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class SourceRange:
+    """Records ``[start, until)`` of one source partition, as Spark planned them."""
+
+    topic: str
+    partition: int
+    start: int
+    until: int
+
+    @property
+    def size(self) -> int:
+        return max(0, self.until - self.start)
+
+
+def share_out(ranges: Iterable[SourceRange], tasks: int) -> list[list[SourceRange]]:
+    """Split non-empty ranges into at most ``tasks`` groups of about equal record counts.
+
+    Largest range first, each to the group with the fewest records so far
+    (ties: the lower group index), so the result is deterministic. Empty ranges
+    are dropped; no group is empty.
+    """
+    if tasks < 1:
+        raise ValueError(f"tasks must be at least 1, got {tasks}")
+    work = sorted((r for r in ranges if r.size > 0), key=lambda r: (-r.size, r.topic, r.partition))
+    n = min(tasks, len(work))
+    groups: list[list[SourceRange]] = [[] for _ in range(n)]
+    heap = [(0, i) for i in range(n)]
+    for r in work:
+        load, i = heapq.heappop(heap)
+        groups[i].append(r)
+        heapq.heappush(heap, (load + r.size, i))
+    for g in groups:
+        g.sort(key=lambda r: (r.topic, r.partition))
+    return groups
+
+
+def check_disjoint(groups: Sequence[Sequence[SourceRange]]) -> None:
+    """Raise if a source partition appears in more than one range (a planning bug, never expected)."""
+    seen: set[tuple[str, int]] = set()
+    for g in groups:
+        for r in g:
+            key = (r.topic, r.partition)
+            if key in seen:
+                raise ValueError(f"{r.topic}[{r.partition}] planned twice in one micro-batch")
+            seen.add(key)

@@ -1,0 +1,53 @@
+"""How a micro-batch's planned ranges are shared out among tasks."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out
+
+
+def r(p: int, size: int, topic: str = "t") -> SourceRange:
+    return SourceRange(topic, p, 100, 100 + size)
+
+
+def test_every_non_empty_range_goes_to_exactly_one_task() -> None:
+    ranges = [r(p, 10 * (p + 1)) for p in range(8)] + [r(8, 0)]
+    groups = share_out(ranges, 3)
+    placed = [x for g in groups for x in g]
+    assert sorted(placed) == sorted(x for x in ranges if x.size > 0)
+    assert len(groups) == 3 and all(groups)
+    check_disjoint(groups)
+
+
+def test_record_counts_are_balanced() -> None:
+    groups = share_out([r(0, 700), r(1, 400), r(2, 300), r(3, 100), r(4, 100)], 2)
+    loads = sorted(sum(x.size for x in g) for g in groups)
+    assert loads == [800, 800]
+
+
+def test_fewer_ranges_than_tasks_gives_one_task_per_range() -> None:
+    groups = share_out([r(0, 5), r(1, 5)], 8)
+    assert [[x.partition for x in g] for g in groups] == [[0], [1]]
+
+
+def test_nothing_to_copy_gives_no_task() -> None:
+    assert share_out([r(0, 0)], 2) == []
+
+
+def test_deterministic_and_sorted_within_a_task() -> None:
+    ranges = [r(p, 50, topic) for topic in ("b", "a") for p in range(4)]
+    first = share_out(ranges, 2)
+    assert first == share_out(list(reversed(ranges)), 2)
+    for g in first:
+        assert g == sorted(g, key=lambda x: (x.topic, x.partition))
+
+
+def test_a_partition_planned_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"t\[3\] planned twice"):
+        check_disjoint([[r(3, 5)], [r(3, 7)]])
+
+
+def test_tasks_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        share_out([r(0, 1)], 0)

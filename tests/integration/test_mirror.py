@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from kafka_helpers import (
     Rec,
     create_topics,
@@ -41,7 +43,9 @@ def _records(topic: str, partition: int, n: int) -> list[Rec]:
     return out
 
 
-def test_mirrors_records_byte_for_byte_into_same_partitions(bootstraps, spark, tmp_path: Path, checkpoints):
+@pytest.mark.parametrize("reader", ["direct", "spark"])
+def test_mirrors_records_byte_for_byte_into_same_partitions(bootstraps, spark, tmp_path: Path, checkpoints, reader):
+    """Both readers: ``direct`` (the tasks read Spark's planned ranges) and ``spark`` (Arrow from Spark's source)."""
     prefix = unique("bytes")
     topics = {f"{prefix}.t{i}": 4 for i in range(3)}
     create_topics(bootstraps["A"], topics)
@@ -56,9 +60,11 @@ def test_mirrors_records_byte_for_byte_into_same_partitions(bootstraps, spark, t
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=checkpoints,
-        extra=f"A->B.topics = {prefix}\\..*\n",
+        extra=f"A->B.topics = {prefix}\\..*\nsparkmirror.source.reader = {reader}\n",
     )
     runners = Mirror(load_config(cfg), once=True).run()
+    # A Spark whose plan no longer shows the ranges would fall back to "spark" here.
+    assert runners[0].progress.reader == reader
     assert runners[0].progress.records == sum(len(v) for v in sent.values())
     assert runners[0].progress.lag == 0
 

@@ -28,6 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sparkmirror.core.ranges import SourceRange
@@ -148,10 +149,9 @@ def copy_ranges(ranges: list[SourceRange], plan: WritePlan) -> list[dict[str, An
 def _copy_exactly_once(ranges: list[SourceRange], plan: WritePlan) -> list[dict[str, Any]]:
     from sparkmirror.pipeline.transactional import (
         _abort_quietly,
-        _commit,
-        _produce_segments,
         _tx_producer,
-        committed_progress,
+        committed_progress_many,
+        finish_transaction,
         transactional_id,
     )
 
@@ -161,39 +161,43 @@ def _copy_exactly_once(ranges: list[SourceRange], plan: WritePlan) -> list[dict[
     todo: list[SourceRange] = []
     try:
         for r in ranges:
+            producers[(r.topic, r.partition)] = _tx_producer(plan, transactional_id(plan, r.topic, r.partition))
+        # After init_transactions (fencing earlier writers): one request for every partition's progress.
+        progress = committed_progress_many(plan, [(plan.remote_topic(r.topic), r.partition) for r in ranges])
+        for r in ranges:
             key = (r.topic, r.partition)
-            producer = producers[key] = _tx_producer(plan, transactional_id(plan, r.topic, r.partition))
-            progress = committed_progress(plan, plan.remote_topic(r.topic), r.partition)
-            start = max(r.start, progress)
-            if progress > r.start:
+            done = progress[(plan.remote_topic(r.topic), r.partition)]
+            start = max(r.start, done)
+            if done > r.start:
                 log.info(
                     "flow=%s %s[%d] skipping offsets %d..%d, already committed on the target (progress=%d)",
                     plan.flow,
                     r.topic,
                     r.partition,
                     r.start,
-                    min(progress, r.until) - 1,
-                    progress,
+                    min(done, r.until) - 1,
+                    done,
                 )
             if start >= r.until:
                 continue
-            producer.begin_transaction()
-            open_tx[key] = producer
+            producers[key].begin_transaction()
+            open_tx[key] = producers[key]
             todo.append(SourceRange(r.topic, r.partition, start, r.until))
         if todo:
             _copy(_consumer(plan), todo, plan, lambda r: producers[(r.topic, r.partition)], parts)
-        for key, w in parts.items():
-            producer = producers[key]
-            one = {key: w}
-            await_acks(producer, plan, one)
-            refused = settle_record_failures(producer, plan, one)
-            if refused or w.last_offset < 0:
-                producer.abort_transaction(30)  # refused: the driver stops the flow, nothing commits
-            else:
-                finish_segments(plan, [w])
-                _produce_segments(producer, plan, w)
-                _commit(producer, plan, w)
-            del open_tx[key]
+        # Each partition's transaction waits on its own round trips (flush, offsets, commit):
+        # finish them side by side, not one after another.
+        with ThreadPoolExecutor(max_workers=max(1, len(parts)), thread_name_prefix="sparkmirror-commit") as pool:
+            futures = {key: pool.submit(finish_transaction, producers[key], plan, w) for key, w in parts.items()}
+            failures: list[BaseException] = []
+            for key, future in futures.items():
+                try:
+                    future.result()
+                    del open_tx[key]
+                except BaseException as exc:  # noqa: BLE001 - re-raised below, after every partition settled
+                    failures.append(exc)
+            if failures:
+                raise failures[0]
     except BaseException:
         for producer in open_tx.values():
             _abort_quietly(producer)

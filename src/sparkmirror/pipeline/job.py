@@ -121,6 +121,8 @@ class FlowProgress:
     restarts: int = 0
     lost_on_source: int = 0
     per_topic: dict[str, int] = field(default_factory=dict)
+    #: How the last batch was read: "direct" (the tasks read Spark's planned ranges) or "spark".
+    reader: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _last_report: tuple[float, int] = (0.0, 0)
 
@@ -463,6 +465,7 @@ class FlowRunner:
             plan = dataclasses.replace(self.plan, tails=self.store.tails())
 
             rows = self._copy_direct(batch_df, plan) if self.flow.spark.source_reader == "direct" else None
+            self.progress.reader = "direct" if rows is not None else "spark"
             if rows is None:
 
                 def write(batches: Iterator[Any]) -> Iterator[Any]:

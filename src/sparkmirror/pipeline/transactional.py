@@ -111,17 +111,40 @@ def _progress_consumer(plan: WritePlan) -> Any:
 
 def committed_progress(plan: WritePlan, remote: str, partition: int) -> int:
     """The next upstream offset to mirror for this partition (-1: none yet)."""
+    return committed_progress_many(plan, [(remote, partition)])[(remote, partition)]
+
+
+def committed_progress_many(plan: WritePlan, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The next upstream offset to mirror per (remote topic, partition) (-1: none yet), in one request."""
     from confluent_kafka import TopicPartition
 
     consumer = _progress_consumer(plan)
-    (tp,) = retry_kafka(
-        lambda: consumer.committed([TopicPartition(remote, partition)], timeout=30),
-        what=f"reading progress of {remote}[{partition}]",
+    tps = retry_kafka(
+        lambda: consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=30),
+        what=f"reading progress of {len(partitions)} partitions",
     )
-    if tp.error is not None:
-        # Never read an error as "no progress": that would write the range again.
-        raise WriteError(f"flow={plan.flow} cannot read progress of {remote}[{partition}]: {tp.error}", terminal=False)
-    return int(tp.offset) if tp.offset >= 0 else -1
+    out: dict[tuple[str, int], int] = {}
+    for tp in tps:
+        if tp.error is not None:
+            # Never read an error as "no progress": that would write the range again.
+            raise WriteError(
+                f"flow={plan.flow} cannot read progress of {tp.topic}[{tp.partition}]: {tp.error}", terminal=False
+            )
+        out[(tp.topic, tp.partition)] = int(tp.offset) if tp.offset >= 0 else -1
+    return out
+
+
+def finish_transaction(producer: Any, plan: WritePlan, w: PartitionWrite) -> None:
+    """Wait for the partition's acks, settle refusals, then commit records, segments and progress (or abort)."""
+    one = {(w.topic, w.partition): w}
+    await_acks(producer, plan, one)
+    refused = settle_record_failures(producer, plan, one)
+    if refused or w.last_offset < 0:
+        producer.abort_transaction(30)  # refused: the driver stops the flow; nothing of the range commits
+        return
+    finish_segments(plan, [w])
+    _produce_segments(producer, plan, w)
+    _commit(producer, plan, w)
 
 
 def write_exactly_once(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any]:
@@ -166,17 +189,11 @@ def write_exactly_once(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any]
                 _test_hook_fail(producer, plan, parts)
         if current is None:
             return
-        await_acks(producer, plan, parts)
-        refused = settle_record_failures(producer, plan, parts)
         w = parts.get(current)
-        if refused:
-            producer.abort_transaction(30)  # the driver stops the flow; nothing of the range commits
-        elif w is not None and w.last_offset >= 0:
-            finish_segments(plan, [w])
-            _produce_segments(producer, plan, w)
-            _commit(producer, plan, w)
-        else:
+        if w is None:
             producer.abort_transaction(30)  # nothing new: every record was below the progress
+        else:
+            finish_transaction(producer, plan, w)
         if skipped:
             log.info(
                 "flow=%s %s[%d] skipped %d records already committed on the target (progress=%d)",

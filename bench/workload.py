@@ -199,13 +199,32 @@ def offer(
     return Offered(records=sent, seconds=elapsed, max_behind_ms=round(max_behind, 1))
 
 
-def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    """High watermarks of every partition (transaction markers included)."""
+#: Answers of a topic a replicator has just created, while its partition leaders are elected.
+_SETTLING = frozenset(
+    {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
+)
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int, *, settle_s: float = 30.0) -> list[int]:
+    """High watermarks of every partition (transaction markers included).
+
+    A remote topic asked about right after its creation may answer NOT_LEADER_FOR_PARTITION for a moment
+    (it failed a run of MM2 once): such answers are asked again for up to ``settle_s``.
+    """
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks", "log_level": 3})
+    deadline = time.monotonic() + settle_s
     try:
-        return [
-            c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1] for p in range(partitions)
-        ]
+        while True:
+            try:
+                return [
+                    c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                    for p in range(partitions)
+                ]
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if not isinstance(err, KafkaError) or err.code() not in _SETTLING or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         c.close()
 

@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 
 #: Messages asked of the consumer per call.
 _CONSUME_BATCH = 10_000
+#: Longest wait of one consume call when fewer messages than asked for are there (transaction
+#: markers, compacted or aborted records leave fewer records than offsets).
+_CONSUME_WAIT_S = 0.1
 #: A range that gets no record (nor its end) for this long fails the task, which is retried.
 STALL_TIMEOUT_S = 120.0
 
@@ -228,7 +231,13 @@ def _copy(
     try:
         last_progress = time.monotonic()
         while active:
-            msgs = consumer.consume(_CONSUME_BATCH, 1.0)
+            # librdkafka's batch consume returns when it has as many messages as asked for, or at
+            # its timeout: ask for no more than the ranges can still hold (partition ends count as
+            # messages), so the last records of a range do not wait for the timeout.
+            want = sum(
+                s.r.until - (s.w.last_offset + 1 if s.w.last_offset >= 0 else s.r.start) for s in active.values()
+            )
+            msgs = consumer.consume(max(1, min(_CONSUME_BATCH, want)), _CONSUME_WAIT_S)
             if not msgs:
                 if time.monotonic() - last_progress > STALL_TIMEOUT_S:
                     _stalled(plan, active)

@@ -164,7 +164,8 @@ def _copy_exactly_once(ranges: list[SourceRange], plan: WritePlan) -> list[dict[
     todo: list[SourceRange] = []
     try:
         for r in ranges:
-            producers[(r.topic, r.partition)] = _tx_producer(plan, transactional_id(plan, r.topic, r.partition))
+            key = (r.topic, r.partition)
+            producers[key] = _tx_producer(plan, transactional_id(plan, r.topic, r.partition), key)
         # After init_transactions (fencing earlier writers): one request for every partition's progress.
         progress = committed_progress_many(plan, [(plan.remote_topic(r.topic), r.partition) for r in ranges])
         for r in ranges:

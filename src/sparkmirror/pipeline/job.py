@@ -258,6 +258,8 @@ class FlowRunner:
         self._next_offset: dict[tuple[str, int], int] = {}
         self._identity_checked = False
         self._direct_unavailable_logged = False
+        #: Exactly-once: which Python worker wrote each source partition last (WritePlan.writers).
+        self._writers: dict[tuple[str, int], str] = {}
         self.finished = False
 
     @property
@@ -281,6 +283,7 @@ class FlowRunner:
             self._abort_open_transactions(topics)
             # Producers cached in the executors are fenced now: make them new.
             self.plan = dataclasses.replace(self.plan, producer_generation=uuid.uuid4().hex)
+            self._writers = {}
         # (Re)load on every start: a failed batch may have committed segments
         # (exactly-once) that never reached this process.
         self.store.load()
@@ -305,6 +308,7 @@ class FlowRunner:
         for topic, partitions in topics.items():
             for p in range(partitions):
                 conf = {
+                    "enable.sparse.connections": "false",  # see _tx_producer: init_transactions at once
                     **self.plan.producer_config,
                     "transactional.id": transactional_id(self.plan, topic, p),
                     "transaction.timeout.ms": str(self.plan.transaction_timeout_ms),
@@ -462,7 +466,7 @@ class FlowRunner:
             self._ensure_partitions()
             # Read per batch: topic limits may have changed, and the writer
             # extends each partition's last segment.
-            plan = dataclasses.replace(self.plan, tails=self.store.tails())
+            plan = dataclasses.replace(self.plan, tails=self.store.tails(), writers=dict(self._writers))
 
             rows = self._copy_direct(batch_df, plan) if self.flow.spark.source_reader == "direct" else None
             self.progress.reader = "direct" if rows is not None else "spark"
@@ -485,6 +489,7 @@ class FlowRunner:
                 self.store.emit_offset_syncs(segments)
             else:
                 self.store.write(segments)  # durable before Spark commits the batch
+            self._writers.update({(r["topic"], r["partition"]): r["writer"] for r in rows})
             self._check_source_loss(rows)
             self.progress.add_batch(rows)
             self._failures = 0

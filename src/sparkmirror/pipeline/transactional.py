@@ -30,6 +30,7 @@ from typing import Any
 
 from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.pipeline.writer import (
+    WORKER_ID,
     PartitionWrite,
     WriteError,
     WritePlan,
@@ -52,14 +53,18 @@ def transactional_id(plan: WritePlan, topic: str, partition: int) -> str:
     return f"{plan.transactional_id_prefix}{_UNSAFE.sub('_', topic)}-{partition}"
 
 
-def _cached(kind: str, key: str, plan: WritePlan, make: Any) -> Any:
-    cache_key = (
+def _cache_key(kind: str, key: str, plan: WritePlan) -> tuple[str, ...]:
+    return (
         kind,
         key,
         str(os.getpid()),
         plan.producer_generation,
         *sorted(f"{k}={v}" for k, v in plan.producer_config.items()),
     )
+
+
+def _cached(kind: str, key: str, plan: WritePlan, make: Any) -> Any:
+    cache_key = _cache_key(kind, key, plan)
     with _CACHE_LOCK:
         obj = _CACHE.get(cache_key)
         if obj is None:
@@ -75,14 +80,27 @@ def _forget(obj: Any) -> None:
                 del _CACHE[k]
 
 
-def _tx_producer(plan: WritePlan, tid: str) -> Any:
+def _tx_producer(plan: WritePlan, tid: str, partition: tuple[str, int] | None = None) -> Any:
+    """The worker's producer for ``tid``, made (and ``init_transactions``-ed) when needed.
+
+    When the driver says another worker wrote ``partition`` last (``plan.writers``), that
+    worker's ``init_transactions`` has fenced the producer cached here: it is replaced before
+    use instead of failing the task on its first request.
+    """
     from confluent_kafka import Producer
+
+    if partition is not None and plan.writers.get(partition, WORKER_ID) != WORKER_ID:
+        _drop_cached("producer", tid, plan)
 
     def make() -> Any:
         conf = dict(plan.producer_config)
         conf["transactional.id"] = tid
         conf["transaction.timeout.ms"] = str(plan.transaction_timeout_ms)
         conf.setdefault("client.id", f"sparkmirror-{plan.flow}")
+        # Connect to the target's brokers at once: with librdkafka's sparse connections,
+        # init_transactions often found no broker up and waited for its 500 ms coordinator
+        # timer (510 ms against 8 ms measured, docs/performance.md).
+        conf.setdefault("enable.sparse.connections", "false")
         p = Producer(conf)
         # Fences any earlier producer with this id and completes (aborts) its
         # open transaction, so the progress read next is stable.
@@ -90,6 +108,16 @@ def _tx_producer(plan: WritePlan, tid: str) -> Any:
         return p
 
     return _cached("producer", tid, plan, make)
+
+
+def _drop_cached(kind: str, key: str, plan: WritePlan) -> None:
+    with _CACHE_LOCK:
+        stale = _CACHE.pop(_cache_key(kind, key, plan), None)
+    if stale is not None:
+        try:
+            stale.flush(0)
+        except Exception:  # noqa: BLE001 - a fenced producer; it only needs to go
+            pass
 
 
 def _progress_consumer(plan: WritePlan) -> Any:
@@ -165,7 +193,7 @@ def write_exactly_once(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any]
             if current is None:
                 current = (topic, partition)
                 tid = transactional_id(plan, topic, partition)
-                producer = _tx_producer(plan, tid)
+                producer = _tx_producer(plan, tid, current)
                 progress = committed_progress(plan, plan.remote_topic(topic), partition)
                 producer.begin_transaction()
             if (

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -43,8 +44,11 @@ RESULT_SCHEMA = (
     "topic string, partition int, records long, bytes long, "
     "first_offset long, last_offset long, first_target_offset long, last_target_offset long, "
     "dead_lettered long, max_timestamp_ms long, error string, "
-    "segments array<struct<u:bigint,d:bigint,n:bigint>>"
+    "segments array<struct<u:bigint,d:bigint,n:bigint>>, writer string"
 )
+
+#: This Python worker, as the result rows name it (exactly-once producers are per worker).
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 
 #: Marker the driver looks for in a failed batch's error text.
 TERMINAL_MARKER = "[sparkmirror:terminal]"
@@ -123,6 +127,9 @@ class WritePlan:
     #: Changes whenever the driver fences the flow's transactional ids, so
     #: executors build new producers instead of reusing fenced ones.
     producer_generation: str = ""
+    #: Exactly-once: the worker (:data:`WORKER_ID`) that wrote each source partition last, as the
+    #: driver saw in the result rows; another worker's producer for it has been fenced since.
+    writers: dict[tuple[str, int], str] = field(default_factory=dict)
     #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_RECORDS): the first
     #: attempt of every task fails after writing this many records.
     test_fail_after_records: int = 0
@@ -385,6 +392,7 @@ def stats_rows(parts: Iterable[PartitionWrite]) -> list[dict[str, Any]]:
             "max_timestamp_ms": w.max_ts,
             "error": w.refusal,
             "segments": [{"u": g.upstream_start, "d": g.downstream_start, "n": g.count} for g in w.segments],
+            "writer": WORKER_ID,
         }
         for w in parts
     ]
@@ -407,6 +415,7 @@ def _result_arrow_schema() -> Any:
             ("max_timestamp_ms", pa.int64()),
             ("error", pa.string()),
             ("segments", pa.list_(pa.struct([("u", pa.int64()), ("d", pa.int64()), ("n", pa.int64())]))),
+            ("writer", pa.string()),
         ]
     )
 

@@ -141,7 +141,11 @@ def test_a_range_ends_at_its_last_record_and_later_records_are_not_copied(monkey
 def test_a_range_that_ends_on_markers_completes_at_the_partition_end(monkeypatch) -> None:
     # Offsets 3 and 4 are a commit marker and an aborted record: never handed over.
     eof_early = Msg("t", 0, 3, Err(KafkaError._PARTITION_EOF))  # an end below `until` is not the end
-    script = [[Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2), eof_early], [], [Msg("t", 0, 5, Err(KafkaError._PARTITION_EOF))]]
+    script = [
+        [Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2), eof_early],
+        [],
+        [Msg("t", 0, 5, Err(KafkaError._PARTITION_EOF))],
+    ]
     rows, _consumer, _producer = _run(monkeypatch, [SourceRange("t", 0, 0, 5)], script)
     assert rows[("t", 0)]["records"] == 3 and rows[("t", 0)]["last_offset"] == 2
 

@@ -463,6 +463,7 @@ class FlowRunner:
         def process(batch_df: Any, batch_id: int) -> None:
             if stop.is_set():
                 raise _StopRequested(f"flow={self.flow.name} batch {batch_id} abandoned: stop requested")
+            started = time.monotonic()
             self._ensure_partitions()
             # Read per batch: topic limits may have changed, and the writer
             # extends each partition's last segment.
@@ -489,10 +490,20 @@ class FlowRunner:
                 self.store.emit_offset_syncs(segments)
             else:
                 self.store.write(segments)  # durable before Spark commits the batch
+            copied = time.monotonic()
             self._writers.update({(r["topic"], r["partition"]): r["writer"] for r in rows})
             self._check_source_loss(rows)
             self.progress.add_batch(rows)
             self._failures = 0
+            log.debug(
+                "flow=%s batch %d: %d records from %d partitions; copy %.0f ms, then %.0f ms",
+                self.flow.name,
+                batch_id,
+                sum(r["records"] for r in rows),
+                len(rows),
+                (copied - started) * 1000,
+                (time.monotonic() - copied) * 1000,
+            )
 
         return process
 

@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 
 #: Messages asked of the consumer per call.
 _CONSUME_BATCH = 10_000
+#: Partitions whose transactions one task finishes at the same time.
+_MAX_COMMIT_THREADS = 8
 #: Longest wait of one consume call when fewer messages than asked for are there (transaction
 #: markers, compacted or aborted records leave fewer records than offsets).
 _CONSUME_WAIT_S = 0.1
@@ -191,7 +193,8 @@ def _copy_exactly_once(ranges: list[SourceRange], plan: WritePlan) -> list[dict[
             _copy(_consumer(plan), todo, plan, lambda r: producers[(r.topic, r.partition)], parts)
         # Each partition's transaction waits on its own round trips (flush, offsets, commit):
         # finish them side by side, not one after another.
-        with ThreadPoolExecutor(max_workers=max(1, len(parts)), thread_name_prefix="sparkmirror-commit") as pool:
+        workers = max(1, min(len(parts), _MAX_COMMIT_THREADS))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sparkmirror-commit") as pool:
             futures = {key: pool.submit(finish_transaction, producers[key], plan, w) for key, w in parts.items()}
             failures: list[BaseException] = []
             for key, future in futures.items():
@@ -200,6 +203,8 @@ def _copy_exactly_once(ranges: list[SourceRange], plan: WritePlan) -> list[dict[
                     del open_tx[key]
                 except BaseException as exc:  # noqa: BLE001 - re-raised below, after every partition settled
                     failures.append(exc)
+            for other in failures[1:]:
+                log.error("flow=%s %s", plan.flow, other)
             if failures:
                 raise failures[0]
     except BaseException:
@@ -227,58 +232,50 @@ def _copy(
     if not state:
         return
     active = dict(state)
-    consumer.incremental_assign([TopicPartition(t, p, s.r.start) for (t, p), s in state.items()])
     hook = plan.test_fail_after_records
     try:
+        consumer.incremental_assign([TopicPartition(t, p, s.r.start) for (t, p), s in state.items()])
         last_progress = time.monotonic()
         while active:
             # librdkafka's batch consume returns when it has as many messages as asked for, or at
             # its timeout: ask for no more than the ranges can still hold (partition ends count as
             # messages), so the last records of a range do not wait for the timeout.
-            want = sum(
-                s.r.until - (s.w.last_offset + 1 if s.w.last_offset >= 0 else s.r.start) for s in active.values()
-            )
+            want = sum(s.r.until - _next(s) for s in active.values())
             msgs = consumer.consume(max(1, min(_CONSUME_BATCH, want)), _CONSUME_WAIT_S)
-            if not msgs:
-                if time.monotonic() - last_progress > STALL_TIMEOUT_S:
-                    _stalled(plan, active)
-                continue
-            last_progress = time.monotonic()
+            if time.monotonic() - last_progress > STALL_TIMEOUT_S:
+                _stalled(plan, active)
             done: list[tuple[str, int]] = []
             for m in msgs:
+                err = m.error()
                 s = active.get((m.topic(), m.partition()))
                 if s is None:
+                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                        _client_error(plan, err)  # not about one partition: raises if fatal, else logs
                     continue  # a partition already complete (or fetched for an earlier task)
                 offset = m.offset()
-                err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         if offset >= s.r.until:
                             done.append((s.r.topic, s.r.partition))
                             del active[(s.r.topic, s.r.partition)]
+                            last_progress = time.monotonic()
                         continue
-                    if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                        log.warning(
-                            "flow=%s %s[%d] no longer exists on the source; offsets from %d not mirrored",
-                            plan.flow,
-                            s.r.topic,
-                            s.r.partition,
-                            s.w.last_offset + 1 if s.w.last_offset >= 0 else s.r.start,
-                        )
-                        del active[(s.r.topic, s.r.partition)]
-                        continue
+                    # Also UNKNOWN_TOPIC_OR_PART: the batch is replayed, and Spark leaves a deleted
+                    # topic out when it plans the replay again (failOnDataLoss=false).
                     raise WriteError(
-                        f"flow={plan.flow} {s.r.topic}[{s.r.partition}] offset={offset}: reading the source "
+                        f"flow={plan.flow} {s.r.topic}[{s.r.partition}] offset={_next(s)}: reading the source "
                         f"failed ({err.name()}: {err.str()}); the batch will be replayed",
                         terminal=False,
                     )
                 if offset >= s.r.until:
                     done.append((s.r.topic, s.r.partition))
                     del active[(s.r.topic, s.r.partition)]
+                    last_progress = time.monotonic()
                     continue
-                if offset < s.r.start:
-                    continue  # fetched for an earlier assignment of this partition
+                if offset < _next(s):
+                    continue  # fetched for an earlier assignment of this partition, or handed over again
                 _produce_one(plan, s, m, offset)
+                last_progress = time.monotonic()
                 if offset + 1 >= s.r.until:
                     done.append((s.r.topic, s.r.partition))
                     del active[(s.r.topic, s.r.partition)]
@@ -295,6 +292,31 @@ def _copy(
         consumer.incremental_unassign([TopicPartition(t, p) for t, p in active])
     for s in state.values():
         s.w.records = len(s.w.sent) + s.local_refusals
+
+
+def _next(s: _Range) -> int:
+    """The next offset the range can take: one past the last record handed over, or its start."""
+    return s.w.last_offset + 1 if s.w.last_offset >= 0 else s.r.start
+
+
+def _client_error(plan: WritePlan, err: Any) -> None:
+    """An error of the consumer as a whole (connection, authentication): fatal ones fail the task."""
+    from confluent_kafka import KafkaError
+
+    fatal = {
+        KafkaError._AUTHENTICATION,
+        KafkaError._SSL,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+    if err.fatal() or err.code() in fatal:
+        raise WriteError(
+            f"flow={plan.flow}: the source consumer failed ({err.name()}: {err.str()}); the batch will be replayed",
+            terminal=False,
+        )
+    log.warning("flow=%s source consumer: %s: %s", plan.flow, err.name(), err.str())
 
 
 def _produce_one(plan: WritePlan, s: _Range, m: Any, offset: int) -> None:

@@ -23,6 +23,9 @@ class Err:
     def code(self) -> int:
         return self._code
 
+    def fatal(self) -> bool:
+        return False
+
     def name(self) -> str:
         return self._name
 
@@ -157,15 +160,37 @@ def test_records_before_the_range_are_left_alone(monkeypatch) -> None:
     assert rows[("t", 0)]["first_offset"] == 2
 
 
-def test_a_deleted_topic_ends_its_range(monkeypatch) -> None:
-    script = [[Msg("gone", 0, -1, Err(KafkaError.UNKNOWN_TOPIC_OR_PART))]]
-    rows, _consumer, producer = _run(monkeypatch, [SourceRange("gone", 0, 0, 10)], script)
-    assert producer.written == [] and rows[("gone", 0)]["records"] == 0
+def test_a_missing_topic_fails_the_task_for_a_replay(monkeypatch) -> None:
+    # Spark leaves a deleted topic out when it plans the replay; a topic that is only briefly
+    # unknown is read again. Either way the range is not declared complete.
+    script = [[Msg("gone", 0, -1, Err(KafkaError.UNKNOWN_TOPIC_OR_PART, "UNKNOWN_TOPIC_OR_PART"))]]
+    with pytest.raises(WriteError, match=r"gone\[0\] offset=0: reading the source failed \(UNKNOWN_TOPIC_OR_PART"):
+        _run(monkeypatch, [SourceRange("gone", 0, 0, 10)], script)
+
+
+def test_a_gap_before_until_completes_at_the_next_record_past_it(monkeypatch) -> None:
+    # Offsets 3..5 compacted away; the next record (6) is past the range [0, 5).
+    script = [[Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2), Msg("t", 0, 6)]]
+    rows, _consumer, producer = _run(monkeypatch, [SourceRange("t", 0, 0, 5)], script)
+    assert [k for _t, _p, k in producer.written] == [b"k0", b"k1", b"k2"]
+    assert rows[("t", 0)]["records"] == 3
+
+
+def test_offsets_handed_over_again_are_not_written_twice(monkeypatch) -> None:
+    script = [[Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2)]]
+    _rows, _consumer, producer = _run(monkeypatch, [SourceRange("t", 0, 0, 3)], script)
+    assert [k for _t, _p, k in producer.written] == [b"k0", b"k1", b"k2"]
+
+
+def test_a_consumer_wide_authentication_error_fails_the_task(monkeypatch) -> None:
+    script = [[Msg(None, -1, -1, Err(KafkaError._AUTHENTICATION, "_AUTHENTICATION"))]]  # type: ignore[arg-type]
+    with pytest.raises(WriteError, match=r"source consumer failed \(_AUTHENTICATION"):
+        _run(monkeypatch, [SourceRange("t", 0, 0, 3)], script)
 
 
 def test_a_read_error_fails_the_task_naming_partition_and_offset(monkeypatch) -> None:
     script = [[Msg("t", 3, 42, Err(KafkaError.TOPIC_AUTHORIZATION_FAILED, "TOPIC_AUTHORIZATION_FAILED"))]]
-    with pytest.raises(WriteError, match=r"t\[3\] offset=42: reading the source failed \(TOPIC_AUTHORIZATION_FAILED"):
+    with pytest.raises(WriteError, match=r"t\[3\] offset=40: reading the source failed \(TOPIC_AUTHORIZATION_FAILED"):
         _run(monkeypatch, [SourceRange("t", 3, 40, 50)], script)
 
 

@@ -39,15 +39,11 @@ from sparkmirror.pipeline.writer import (
     PartitionWrite,
     WriteError,
     WritePlan,
-    _discard_producer,
     _local_refusal,
-    _producer,
-    await_acks,
-    finish_segments,
     keep_zip_directories,
     record_size,
-    settle_record_failures,
     stats_rows,
+    write_at_least_once,
 )
 
 log = logging.getLogger(__name__)
@@ -138,17 +134,11 @@ def copy_ranges(ranges: list[SourceRange], plan: WritePlan) -> list[dict[str, An
     """Copy ``ranges`` to the target; the rows say what was written (see ``RESULT_SCHEMA``)."""
     if plan.exactly_once:
         return _copy_exactly_once(ranges, plan)
-    producer = _producer(plan)
-    parts: dict[tuple[str, int], PartitionWrite] = {}
-    try:
+
+    def fill(producer: Any, parts: dict[tuple[str, int], PartitionWrite]) -> None:
         _copy(_consumer(plan), ranges, plan, lambda _r: producer, parts)
-        await_acks(producer, plan, parts)
-        settle_record_failures(producer, plan, parts)
-    except BaseException:
-        _discard_producer(producer)
-        raise
-    finish_segments(plan, parts.values())
-    return stats_rows(parts.values())
+
+    return stats_rows(write_at_least_once(plan, fill))
 
 
 def _copy_exactly_once(ranges: list[SourceRange], plan: WritePlan) -> list[dict[str, Any]]:
@@ -245,6 +235,7 @@ def _copy(
             if time.monotonic() - last_progress > STALL_TIMEOUT_S:
                 _stalled(plan, active)
             done: list[tuple[str, int]] = []
+            moved = False
             for m in msgs:
                 err = m.error()
                 s = active.get((m.topic(), m.partition()))
@@ -258,7 +249,6 @@ def _copy(
                         if offset >= s.r.until:
                             done.append((s.r.topic, s.r.partition))
                             del active[(s.r.topic, s.r.partition)]
-                            last_progress = time.monotonic()
                         continue
                     # Also UNKNOWN_TOPIC_OR_PART: the batch is replayed, and Spark leaves a deleted
                     # topic out when it plans the replay again (failOnDataLoss=false).
@@ -270,15 +260,16 @@ def _copy(
                 if offset >= s.r.until:
                     done.append((s.r.topic, s.r.partition))
                     del active[(s.r.topic, s.r.partition)]
-                    last_progress = time.monotonic()
                     continue
                 if offset < _next(s):
                     continue  # fetched for an earlier assignment of this partition, or handed over again
                 _produce_one(plan, s, m, offset)
-                last_progress = time.monotonic()
+                moved = True
                 if offset + 1 >= s.r.until:
                     done.append((s.r.topic, s.r.partition))
                     del active[(s.r.topic, s.r.partition)]
+            if moved or done:
+                last_progress = time.monotonic()
             if done:
                 consumer.incremental_unassign([TopicPartition(t, p) for t, p in done])
             for s in state.values():

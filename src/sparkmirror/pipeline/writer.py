@@ -20,7 +20,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -329,11 +329,23 @@ def write_arrow_batches(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any
 
         yield from write_exactly_once(batches, plan)
         return
+
+    def fill(producer: Any, parts: dict[tuple[str, int], PartitionWrite]) -> None:
+        for batch in batches:
+            produce_batch(producer, batch, plan, parts)
+
+    yield from stats_batches(write_at_least_once(plan, fill))
+
+
+def write_at_least_once(
+    plan: WritePlan, fill: Callable[[Any, dict[tuple[str, int], PartitionWrite]], None]
+) -> list[PartitionWrite]:
+    """At-least-once: ``fill`` hands records to the worker's producer; return once every one is
+    acknowledged or settled (dead-lettered, or a refusal), with each partition's segments."""
     producer = _producer(plan)
     parts: dict[tuple[str, int], PartitionWrite] = {}
     try:
-        for batch in batches:
-            produce_batch(producer, batch, plan, parts)
+        fill(producer, parts)
         await_acks(producer, plan, parts)
         settle_record_failures(producer, plan, parts)
     except BaseException:
@@ -342,7 +354,7 @@ def write_arrow_batches(batches: Iterator[Any], plan: WritePlan) -> Iterator[Any
         _discard_producer(producer)
         raise
     finish_segments(plan, parts.values())
-    yield from stats_batches(parts.values())
+    return list(parts.values())
 
 
 def finish_segments(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None:

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError
 
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.ranges import SourceRange
-from sparkmirror.pipeline import copier
+from sparkmirror.pipeline import copier, writer
 from sparkmirror.pipeline.writer import WriteError, WritePlan
 
 
@@ -124,7 +124,7 @@ def _plan() -> WritePlan:
 def _run(monkeypatch: pytest.MonkeyPatch, ranges: list[SourceRange], script: list[list[Msg]]) -> Any:
     consumer, producer = Consumer(script), Producer()
     monkeypatch.setattr(copier, "_consumer", lambda _plan: consumer)
-    monkeypatch.setattr(copier, "_producer", lambda _plan: producer)
+    monkeypatch.setattr(writer, "_producer", lambda _plan: producer)
     monkeypatch.setattr(copier, "keep_zip_directories", lambda: None)
     rows = {(r["topic"], r["partition"]): r for r in copier.copy_ranges(ranges, _plan())}
     return rows, consumer, producer

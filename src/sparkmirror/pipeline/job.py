@@ -205,6 +205,8 @@ class FlowRunner:
         self.target_admin = new_admin(flow.target_admin_props(reveal_secrets=True))
         self.topics = TopicSync(flow, self.source_admin, self.target_admin)
         self.base_producer_config = producer_config(flow.target_producer_props(reveal_secrets=True))
+        source_consumer = librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer")
+        target_consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
         self.plan = WritePlan(
             flow=flow.name,
             source_alias=flow.source,
@@ -216,16 +218,11 @@ class FlowRunner:
             offset_map_topic=offset_map_topic(flow.source),
             progress_group=progress_group(flow),
             transactional_id_prefix=f"sparkmirror-{flow.source}-{flow.target}-",
-            consumer_config=librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer"),
-            source_consumer_config=(
-                librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer")
-                if flow.spark.source_reader == "direct"
-                else {}
-            ),
+            consumer_config=target_consumer,
+            source_consumer_config=source_consumer if flow.spark.source_reader == "direct" else {},
             transaction_timeout_ms=flow.spark.transaction_timeout_ms,
             test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),
         )
-        target_consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
         internal_producer = {k: v for k, v in self.base_producer_config.items() if k != "transactional.id"}
         self.store = OffsetMapStore(
             flow,
@@ -243,7 +240,7 @@ class FlowRunner:
             internal_producer,
             target_consumer,
             internal_groups={progress_group(flow)},
-            source_consumer_conf=librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer"),
+            source_consumer_conf=source_consumer,
         )
         self._next_checkpoint = 0.0
         self._next_group_sync = 0.0

@@ -70,6 +70,8 @@ class Common:
     checkpoint_interval_s: int = 5
     mm2_extra: dict[str, str] = field(default_factory=dict)
     sparkmirror_extra: dict[str, str] = field(default_factory=dict)
+    #: sparkmirror -vv: its per-batch timing goes to the run's logs.
+    sparkmirror_debug: bool = False
 
     def producer(self) -> dict[str, str]:
         return {
@@ -263,7 +265,8 @@ class Sparkmirror(Replicator):
 
     def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
         exe = str(Path(sys.executable).parent / "sparkmirror")
-        return [exe, "run", str(self.config_file(run_dir, topic)), *(["--once"] if count else [])]
+        verbose = ["-vv"] if self.common.sparkmirror_debug else []
+        return [exe, *verbose, "run", str(self.config_file(run_dir, topic)), *(["--once"] if count else [])]
 
     def translate(self, run_dir: Path, topic: str) -> dict[int, int | None]:
         """``sparkmirror offsets translate --json``: exact, from the offset map on B."""

@@ -95,6 +95,7 @@ class Settings:
     keep: bool
     sparkmirror_props: tuple[str, ...]
     mm2_props: tuple[str, ...]
+    sparkmirror_debug: bool = False
 
     @property
     def payload_bytes(self) -> int:
@@ -126,6 +127,8 @@ def parse_args(argv: list[str] | None = None) -> Settings:
                     help="extra line for sparkmirror's properties (repeatable)")  # fmt: skip
     ap.add_argument("--mm2-prop", action="append", default=[], metavar="KEY=VALUE",
                     help="extra line for MM2's properties (repeatable)")  # fmt: skip
+    ap.add_argument("--sparkmirror-debug", action="store_true",
+                    help="run sparkmirror with -vv (per-batch timing in its logs; use with --keep)")  # fmt: skip
     a = ap.parse_args(argv)
     known = {"limit", "mm2", "sparkmirror_at_least_once", "sparkmirror_exactly_once"}
     systems = tuple(s.strip() for s in a.systems.split(",") if s.strip())
@@ -152,6 +155,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         keep=a.keep,
         sparkmirror_props=tuple(a.sparkmirror_prop),
         mm2_props=tuple(a.mm2_prop),
+        sparkmirror_debug=a.sparkmirror_debug,
     )
 
 
@@ -586,6 +590,7 @@ def main(argv: list[str] | None = None) -> Path:
             limit_threads=s.limit_threads,
             mm2_extra=_props(s.mm2_props),
             sparkmirror_extra=_props(s.sparkmirror_props),
+            sparkmirror_debug=s.sparkmirror_debug,
         )
         bench = Bench(s, boots, workdir, positions, common)
         systems = [r for r in rep.all_replicators(common, jvm) if r.name in s.systems]

@@ -465,7 +465,7 @@ class FlowRunner:
             # Read per batch: topic limits may have changed, and the writer
             # extends each partition's last segment.
             plan = dataclasses.replace(self.plan, tails=self.store.tails(), writers=dict(self._writers))
-
+            prepared = time.monotonic()
             rows = self._copy_direct(batch_df, plan) if self.flow.spark.source_reader == "direct" else None
             self.progress.reader = "direct" if rows is not None else "spark"
             if rows is None:
@@ -475,6 +475,7 @@ class FlowRunner:
 
                 selected = batch_df.selectExpr(*INPUT_COLUMNS)
                 rows = [r.asDict() for r in selected.mapInArrow(write, RESULT_SCHEMA).collect()]
+            written = time.monotonic()
             refusals = sorted(r["error"] for r in rows if r["error"])
             if refusals:
                 # Not committed: raising here fails the batch; the marker makes it terminal.
@@ -493,12 +494,16 @@ class FlowRunner:
             self.progress.add_batch(rows)
             self._failures = 0
             log.debug(
-                "flow=%s batch %d: %d records from %d partitions; copy %.0f ms, then %.0f ms",
+                "flow=%s batch %d: %d records from %d partitions in %.0f ms (prepare %.0f, copy %.0f, "
+                "offset map %.0f, after %.0f)",
                 self.flow.name,
                 batch_id,
                 sum(r["records"] for r in rows),
                 len(rows),
-                (copied - started) * 1000,
+                (time.monotonic() - started) * 1000,
+                (prepared - started) * 1000,
+                (written - prepared) * 1000,
+                (copied - written) * 1000,
                 (time.monotonic() - copied) * 1000,
             )
 

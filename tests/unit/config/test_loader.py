@@ -120,7 +120,7 @@ def test_mm2_defaults() -> None:
     assert flow.spark == SparkSettings()
     assert flow.spark.master == "local[*]"
     assert flow.spark.checkpoint_location == "./.sparkmirror/checkpoints"
-    assert flow.spark.trigger_interval_ms == 500
+    assert flow.spark.trigger_interval_ms == 100
     assert flow.spark.batch_max_records == 2_000_000
     assert flow.spark.progress_interval_seconds == 10
 

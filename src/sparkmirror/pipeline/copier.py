@@ -2,7 +2,8 @@
 
 Spark's Kafka source plans each micro-batch (``[from, until)`` per source
 partition, see :mod:`sparkmirror.pipeline.ranges`); the job shares the ranges
-out among as many tasks as it has cores (:func:`sparkmirror.core.ranges.share_out`).
+out among at most as many tasks as it has cores (:func:`sparkmirror.core.ranges.task_count`,
+:func:`sparkmirror.core.ranges.share_out`).
 Each task reads its ranges with one librdkafka consumer (``read_committed``)
 and produces every record to the same partition of the remote topic with its
 key, value, headers and timestamp, exactly as the Arrow writer does. Reading in

@@ -34,7 +34,7 @@ from typing import Any
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import reveal
 from sparkmirror.core.offsetmap import Segment
-from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out
+from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out, task_count
 from sparkmirror.errors import ConfigError, SparkMirrorError
 from sparkmirror.heartbeats.emitter import HeartbeatEmitter
 from sparkmirror.kafka.clients import librdkafka_config, new_admin, producer_config, validate_librdkafka
@@ -510,7 +510,7 @@ class FlowRunner:
         return process
 
     def _copy_direct(self, batch_df: Any, plan: WritePlan) -> list[dict[str, Any]] | None:
-        """Copy the batch's planned ranges in one task per core; ``None`` if Spark's plan cannot be read."""
+        """Copy the batch's planned ranges in at most one task per core; ``None`` if Spark's plan cannot be read."""
         ranges = planned_ranges(batch_df)
         if ranges is None:
             if not self._direct_unavailable_logged:
@@ -522,7 +522,12 @@ class FlowRunner:
                     self.spark.version,
                 )
             return None
-        groups = share_out(ranges, max(1, int(self.spark.sparkContext.defaultParallelism)))
+        cores = max(1, int(self.spark.sparkContext.defaultParallelism))
+        # Exactly-once keeps one task per core: a partition's transactional producer lives in the
+        # Python worker that ran its task, and Spark hands a lone task to its idle workers in turn,
+        # so one task per batch made every batch's producers anew (docs/performance.md).
+        tasks = cores if plan.exactly_once else task_count(sum(r.size for r in ranges), cores)
+        groups = share_out(ranges, tasks)
         if not groups:
             return []
         check_disjoint(groups)

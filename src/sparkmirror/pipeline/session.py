@@ -70,10 +70,27 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmi
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SPARKMIRROR_SPARK_LOG_LEVEL", "WARN"))
+    _quiet_expected_warnings(spark)
     if not master.startswith("local"):
         spark.sparkContext.addPyFile(str(_package_zip()))
     log.info("Spark %s session on %s", spark.version, master)
     return spark
+
+
+#: Spark loggers whose warnings describe how sparkmirror is meant to run. ProcessingTimeExecutor warns
+#: on every micro-batch that takes longer than the trigger interval: under load a mirror's batches
+#: run back to back by design (``sparkmirror.trigger.interval.ms``), which made one line per batch.
+_EXPECTED_WARNINGS = ("org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",)
+
+
+def _quiet_expected_warnings(spark: Any) -> None:
+    try:
+        jvm = spark.sparkContext._jvm
+        error = jvm.org.apache.logging.log4j.Level.ERROR
+        for name in _EXPECTED_WARNINGS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, error)
+    except Exception as exc:  # noqa: BLE001 - another logging backend: the lines stay, nothing breaks
+        log.debug("could not quiet %s: %s", ", ".join(_EXPECTED_WARNINGS), exc)
 
 
 def _package_zip() -> Path:

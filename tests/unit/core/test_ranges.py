@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out
+from sparkmirror.core.ranges import MIN_RECORDS_PER_TASK, SourceRange, check_disjoint, share_out, task_count
 
 
 def r(p: int, size: int, topic: str = "t") -> SourceRange:
@@ -51,3 +51,18 @@ def test_a_partition_planned_twice_is_refused() -> None:
 def test_tasks_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         share_out([r(0, 1)], 0)
+
+
+def test_a_small_batch_is_one_task_and_a_large_one_uses_every_core() -> None:
+    assert task_count(0, 2) == 1
+    assert task_count(5_000, 2) == 1
+    assert task_count(MIN_RECORDS_PER_TASK * 2 - 1, 2) == 1
+    assert task_count(MIN_RECORDS_PER_TASK * 2, 2) == 2
+    assert task_count(2_000_000, 2) == 2
+    assert task_count(2_000_000, 8) == 8
+    assert task_count(30, 4, min_records=10) == 3
+
+
+def test_cores_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="cores"):
+        task_count(100, 0)

@@ -3,9 +3,9 @@
 Spark's Kafka source plans each micro-batch as one half-open offset range
 ``[start, until)`` per source partition. The direct reader (docs/decisions.md)
 copies those ranges in at most as many tasks as the job has cores (fewer for a
-small batch, :func:`task_count`), each task reading several partitions with one
-consumer. This module decides which task gets which
-partition; it imports neither pyspark nor a Kafka client.
+small at-least-once batch, :func:`task_count`), each task reading several
+partitions with one consumer. This module decides how many tasks there are and
+which task gets which partition; it imports neither pyspark nor a Kafka client.
 
 Rule: every range goes to exactly one task (exactly-once relies on it: two
 tasks with the same partition would fence each other's transactions).
@@ -33,17 +33,23 @@ class SourceRange:
 
 
 #: Records below which one more task costs more than it saves. Each task has a fixed cost (a Python
-#: worker's turn, a consumer assignment, a flush or a commit per partition) of about 15-20 ms of CPU;
-#: a task copies 10,000 records in about 50 ms. At 20,000 records/s, one task per small batch took
-#: sparkmirror at-least-once from 0.48 to 0.41 cores (docs/performance.md). Exactly-once does not use
-#: it (see ``FlowRunner._copy_direct``).
+#: worker's turn, a consumer assignment, a flush per partition) of about 15-20 ms of CPU; a task
+#: copies 10,000 records in about 50 ms. At 20,000 records/s, one task per small batch took
+#: sparkmirror at-least-once from 0.48 to 0.41 cores (docs/performance.md).
 MIN_RECORDS_PER_TASK = 20_000
 
 
-def task_count(records: int, cores: int, min_records: int = MIN_RECORDS_PER_TASK) -> int:
-    """How many tasks copy a batch of ``records``: one per ``min_records``, at most one per core."""
+def task_count(records: int, cores: int, *, exactly_once: bool, min_records: int = MIN_RECORDS_PER_TASK) -> int:
+    """How many tasks copy a batch of ``records``: one per ``min_records``, at most one per core.
+
+    Exactly-once always uses every core: a partition's transactional producer lives in the Python
+    worker that ran its last task, and Spark hands a lone task to its idle workers in turn, so one
+    task per batch made every producer anew each batch (docs/performance.md).
+    """
     if cores < 1:
         raise ValueError(f"cores must be at least 1, got {cores}")
+    if exactly_once:
+        return cores
     return max(1, min(cores, records // max(1, min_records)))
 
 

@@ -493,6 +493,7 @@ class FlowRunner:
             self._check_source_loss(rows)
             self.progress.add_batch(rows)
             self._failures = 0
+            finished = time.monotonic()
             log.debug(
                 "flow=%s batch %d: %d records from %d partitions in %.0f ms (prepare %.0f, copy %.0f, "
                 "offset map %.0f, after %.0f)",
@@ -500,11 +501,11 @@ class FlowRunner:
                 batch_id,
                 sum(r["records"] for r in rows),
                 len(rows),
-                (time.monotonic() - started) * 1000,
+                (finished - started) * 1000,
                 (prepared - started) * 1000,
                 (written - prepared) * 1000,
                 (copied - written) * 1000,
-                (time.monotonic() - copied) * 1000,
+                (finished - copied) * 1000,
             )
 
         return process
@@ -523,10 +524,7 @@ class FlowRunner:
                 )
             return None
         cores = max(1, int(self.spark.sparkContext.defaultParallelism))
-        # Exactly-once keeps one task per core: a partition's transactional producer lives in the
-        # Python worker that ran its task, and Spark hands a lone task to its idle workers in turn,
-        # so one task per batch made every batch's producers anew (docs/performance.md).
-        tasks = cores if plan.exactly_once else task_count(sum(r.size for r in ranges), cores)
+        tasks = task_count(sum(r.size for r in ranges), cores, exactly_once=plan.exactly_once)
         groups = share_out(ranges, tasks)
         if not groups:
             return []

@@ -38,9 +38,9 @@ SPARK_DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",
     # Checkpoints are local paths (FlowRunner.checkpoint_dir). Spark's default manager writes each
     # offset- and commit-log file through Hadoop's FileContext, which without Hadoop's native
-    # library forks `chmod` for the file and its checksum: 35-40 ms per file, two files per
-    # micro-batch. Through the FileSystem API (temporary file, then an atomic rename, as before)
-    # it is 6-11 ms (docs/performance.md).
+    # library forks `chmod` for the file and its checksum: 35-50 ms a write, two per micro-batch.
+    # Through the FileSystem API (a temporary file, then an atomic rename, as before) it is
+    # 8-13 ms (docs/decisions.md, docs/performance.md).
     "spark.sql.streaming.checkpointFileManagerClass": (
         "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager"
     ),

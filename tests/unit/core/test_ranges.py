@@ -54,15 +54,20 @@ def test_tasks_must_be_positive() -> None:
 
 
 def test_a_small_batch_is_one_task_and_a_large_one_uses_every_core() -> None:
-    assert task_count(0, 2) == 1
-    assert task_count(5_000, 2) == 1
-    assert task_count(MIN_RECORDS_PER_TASK * 2 - 1, 2) == 1
-    assert task_count(MIN_RECORDS_PER_TASK * 2, 2) == 2
-    assert task_count(2_000_000, 2) == 2
-    assert task_count(2_000_000, 8) == 8
-    assert task_count(30, 4, min_records=10) == 3
+    assert task_count(0, 2, exactly_once=False) == 1
+    assert task_count(5_000, 2, exactly_once=False) == 1
+    assert task_count(MIN_RECORDS_PER_TASK * 2 - 1, 2, exactly_once=False) == 1
+    assert task_count(MIN_RECORDS_PER_TASK * 2, 2, exactly_once=False) == 2
+    assert task_count(2_000_000, 2, exactly_once=False) == 2
+    assert task_count(2_000_000, 8, exactly_once=False) == 8
+    assert task_count(30, 4, exactly_once=False, min_records=10) == 3
+
+
+def test_exactly_once_uses_every_core_whatever_the_batch() -> None:
+    assert task_count(5, 2, exactly_once=True) == 2
+    assert task_count(2_000_000, 8, exactly_once=True) == 8
 
 
 def test_cores_must_be_positive() -> None:
     with pytest.raises(ValueError, match="cores"):
-        task_count(100, 0)
+        task_count(100, 0, exactly_once=False)

@@ -365,9 +365,8 @@ def _may_exceed(n: int, headers: Any, limit: int) -> bool:
 
 def _stalled(plan: WritePlan, active: dict[tuple[str, int], _Range]) -> None:
     s = next(iter(active.values()))
-    at = s.w.last_offset + 1 if s.w.last_offset >= 0 else s.r.start
     raise WriteError(
-        f"flow={plan.flow} {s.r.topic}[{s.r.partition}]: no record from the source at offset {at} "
+        f"flow={plan.flow} {s.r.topic}[{s.r.partition}]: no record from the source at offset {_next(s)} "
         f"(range ends at {s.r.until}) for {STALL_TIMEOUT_S:.0f}s; the batch will be replayed",
         terminal=False,
     )

@@ -524,7 +524,8 @@ class FlowRunner:
                 )
             return None
         cores = max(1, int(self.spark.sparkContext.defaultParallelism))
-        tasks = task_count(sum(r.size for r in ranges), cores, exactly_once=plan.exactly_once)
+        records = sum(r.size for r in ranges)
+        tasks = task_count(records, cores, exactly_once=plan.exactly_once)
         groups = share_out(ranges, tasks)
         if not groups:
             return []
@@ -534,7 +535,7 @@ class FlowRunner:
             return copy_task(items, plan)
 
         sc = self.spark.sparkContext
-        sc.setJobDescription(f"sparkmirror {self.flow.name}: copy {sum(r.size for r in ranges):,} records")
+        sc.setJobDescription(f"sparkmirror {self.flow.name}: copy {records:,} records")
         try:
             return list(sc.parallelize(groups, len(groups)).mapPartitions(copy).collect())
         finally:

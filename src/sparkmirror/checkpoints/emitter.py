@@ -22,16 +22,12 @@ from typing import Any
 
 from sparkmirror.core.checkpoints import CheckpointState, group_offset_sync_decision
 from sparkmirror.core.formats import Checkpoint
+from sparkmirror.core.naming import is_own_group
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets, committed_positions
 from sparkmirror.kafka.internal import COMPACTED, ensure_topic, produce_durably, read_to_end
 from sparkmirror.offsets.store import OffsetMapStore
 
 log = logging.getLogger(__name__)
-
-
-# Groups of the mirror's own consumers (Spark's Kafka source, our readers):
-# never checkpointed, whatever ``groups`` says.
-OWN_GROUP_PREFIXES = ("spark-kafka-source-", "sparkmirror-reader-", "__sparkmirror")
 
 
 class CheckpointEmitter:
@@ -89,9 +85,7 @@ class CheckpointEmitter:
         return [
             g
             for g in names
-            if g not in self.internal_groups
-            and not g.startswith(OWN_GROUP_PREFIXES)
-            and self.flow.group_filter.matches(g)
+            if g not in self.internal_groups and not is_own_group(g) and self.flow.group_filter.matches(g)
         ]
 
     # -- emission ------------------------------------------------------------

@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkmirror.checkpoints.emitter import OWN_GROUP_PREFIXES
 from sparkmirror.config.model import FlowConfig, MirrorConfig, reveal
 from sparkmirror.core.failover import (
     Direction,
@@ -27,6 +26,7 @@ from sparkmirror.core.failover import (
     missing_after,
     route,
 )
+from sparkmirror.core.naming import is_own_group
 from sparkmirror.core.offsetmap import OffsetMap
 from sparkmirror.errors import ConfigError
 from sparkmirror.kafka.clients import admin_config, librdkafka_config, validate_librdkafka
@@ -246,9 +246,9 @@ def _origin_positions(
         if forward is None:
             return {}
         checkpointed = checkpointed_positions(forward, dst.consumer)
-        return {g: pos for g, pos in checkpointed.items() if select(g) and not g.startswith(OWN_GROUP_PREFIXES)}
+        return {g: pos for g, pos in checkpointed.items() if select(g) and not is_own_group(g)}
     listed = src.admin.list_consumer_groups(request_timeout=30).result()
-    names = sorted(g.group_id for g in listed.valid if not g.group_id.startswith(OWN_GROUP_PREFIXES))
+    names = sorted(g.group_id for g in listed.valid if not is_own_group(g.group_id))
     partitions = [(t, p) for t, n in sorted(origin_topics.items()) if route_of(t) is not None for p in range(n)]
     out: dict[str, dict[tuple[str, int], int]] = {}
     for group in names:

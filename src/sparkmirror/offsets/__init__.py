@@ -1,5 +1,6 @@
 """The offset map's home on the target cluster: its topic, loading, writing and pruning."""
 
-from sparkmirror.offsets.store import OffsetMapStore, offset_map_topic
+from sparkmirror.core.naming import offset_map_topic
+from sparkmirror.offsets.store import OffsetMapStore
 
 __all__ = ["OffsetMapStore", "offset_map_topic"]

@@ -23,14 +23,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from sparkmirror.core.formats import OffsetSegment, OffsetSync
+from sparkmirror.core.naming import offset_map_topic
 from sparkmirror.core.offsetmap import OffsetMap, Segment, Translation
 from sparkmirror.kafka.internal import COMPACTED, ensure_topic, produce_durably, read_to_end
 
 log = logging.getLogger(__name__)
-
-
-def offset_map_topic(source_alias: str) -> str:
-    return f"sparkmirror-offset-map.{source_alias}.internal"
 
 
 class OffsetMapStore:

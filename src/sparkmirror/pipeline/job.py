@@ -32,16 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
-from sparkmirror.config.model import reveal
+from sparkmirror.core.naming import offset_map_topic, progress_group
 from sparkmirror.core.offsetmap import Segment
 from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out, task_count
 from sparkmirror.errors import ConfigError, SparkMirrorError
 from sparkmirror.heartbeats.emitter import HeartbeatEmitter
-from sparkmirror.kafka.clients import librdkafka_config, new_admin, producer_config, validate_librdkafka
+from sparkmirror.kafka.flowclients import ClusterClients, FlowClients
 from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.kafka.topics import TopicSync
-from sparkmirror.offsets.store import OffsetMapStore, offset_map_topic
+from sparkmirror.offsets.store import OffsetMapStore
 from sparkmirror.pipeline.copier import copy_task
 from sparkmirror.pipeline.ranges import planned_ranges
 from sparkmirror.pipeline.writer import (
@@ -55,49 +55,7 @@ from sparkmirror.pipeline.writer import (
 
 log = logging.getLogger(__name__)
 
-# Options Spark's Kafka source manages itself and refuses from users.
-_SPARK_MANAGED = frozenset(
-    {
-        "group.id",
-        "auto.offset.reset",
-        "enable.auto.commit",
-        "key.deserializer",
-        "value.deserializer",
-        "interceptor.classes",
-    }
-)
-
 _RESTART_BACKOFF_S = (1, 2, 5, 10, 30, 60)
-
-
-def validate_clients(flow: Any) -> None:
-    """Build every client configuration of a flow now, before Spark starts (errors exit 2)."""
-    validate_librdkafka(
-        producer_config(flow.target_producer_props(reveal_secrets=True), key_prefix=f"{flow.target}.producer"),
-        role=f"flow={flow.name} target producer",
-        key_hint=f"{flow.target}.producer",
-    )
-    if flow.spark.source_reader == "direct":
-        validate_librdkafka(
-            librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer"),
-            role=f"flow={flow.name} source consumer (sparkmirror.source.reader = direct)",
-            key_hint=f"{flow.source}.consumer",
-        )
-    for props, role, hint in (
-        (flow.source_admin_props(reveal_secrets=True), "source admin", f"{flow.source}.admin"),
-        (flow.target_admin_props(reveal_secrets=True), "target admin", f"{flow.target}.admin"),
-        (flow.target_consumer_props(reveal_secrets=True), "target consumer", f"{flow.target}.consumer"),
-    ):
-        validate_librdkafka(librdkafka_config(props, role=role), role=f"flow={flow.name} {role}", key_hint=hint)
-
-
-def progress_group(flow: Any) -> str:
-    """The target group whose offsets on the remote topics hold an exactly-once flow's progress.
-
-    ``__``-prefixed so MM2's default ``groups.exclude`` (and ours) never
-    checkpoints or syncs it.
-    """
-    return f"__sparkmirror.progress.{flow.source}-{flow.target}"
 
 
 class FlowFailed(SparkMirrorError):
@@ -201,12 +159,11 @@ class FlowRunner:
         self.flow = flow
         self.once = once
         self.progress = FlowProgress(flow.name)
-        self.source_admin = new_admin(flow.source_admin_props(reveal_secrets=True))
-        self.target_admin = new_admin(flow.target_admin_props(reveal_secrets=True))
+        self.clients = clients = FlowClients(flow)
+        self.source_admin = clients.source_admin
+        self.target_admin = clients.target_admin
         self.topics = TopicSync(flow, self.source_admin, self.target_admin)
-        self.base_producer_config = producer_config(flow.target_producer_props(reveal_secrets=True))
-        source_consumer = librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer")
-        target_consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
+        self.base_producer_config = clients.target_producer
         self.plan = WritePlan(
             flow=flow.name,
             source_alias=flow.source,
@@ -216,21 +173,21 @@ class FlowRunner:
             dead_letter_topic=flow.dead_letter_topic,
             exactly_once=flow.exactly_once,
             offset_map_topic=offset_map_topic(flow.source),
-            progress_group=progress_group(flow),
+            progress_group=progress_group(flow.source, flow.target),
             transactional_id_prefix=f"sparkmirror-{flow.source}-{flow.target}-",
-            consumer_config=target_consumer,
-            source_consumer_config=source_consumer if flow.spark.source_reader == "direct" else {},
+            consumer_config=clients.target_consumer,
+            source_consumer_config=clients.source_consumer if flow.spark.source_reader == "direct" else {},
             transaction_timeout_ms=flow.spark.transaction_timeout_ms,
             test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),
         )
-        internal_producer = {k: v for k, v in self.base_producer_config.items() if k != "transactional.id"}
+        internal_producer = clients.internal_producer
         self.store = OffsetMapStore(
             flow,
             self.target_admin,
             internal_producer,
-            target_consumer,
+            clients.target_consumer,
             source_admin=self.source_admin,
-            source_producer_conf=producer_config(reveal(flow.source_cluster.producer_props, True)),
+            source_producer_conf=clients.source_producer,
         )
         self.checkpoints = CheckpointEmitter(
             flow,
@@ -238,9 +195,9 @@ class FlowRunner:
             self.target_admin,
             self.store,
             internal_producer,
-            target_consumer,
-            internal_groups={progress_group(flow)},
-            source_consumer_conf=source_consumer,
+            clients.target_consumer,
+            internal_groups={progress_group(flow.source, flow.target)},
+            source_consumer_conf=clients.source_consumer,
         )
         self._next_checkpoint = 0.0
         self._next_group_sync = 0.0
@@ -390,9 +347,8 @@ class FlowRunner:
             return
         self._fit_writer_to_target(topics)
         reader = self.spark.readStream.format("kafka")
-        for k, v in self.flow.source_consumer_props(reveal_secrets=True).items():
-            if k not in _SPARK_MANAGED:
-                reader = reader.option(f"kafka.{k}", v)
+        for k, v in self.clients.spark_source_options().items():
+            reader = reader.option(k, v)
         reader = (
             reader.option("subscribe", ",".join(topics))
             .option("startingOffsets", "earliest")
@@ -817,7 +773,7 @@ class Mirror:
                     config.flows[0].name,
                 )
         for flow in config.flows:
-            validate_clients(flow)
+            FlowClients(flow).validate()
         self._stop = threading.Event()
         self.runners: list[FlowRunner] = []
         self.spark: Any = None
@@ -871,12 +827,9 @@ class Mirror:
         emitter = HeartbeatEmitter(flows[0].policy, min(f.emit_heartbeats_interval_seconds for f in flows))
         for f in flows:
             for cluster in (f.source_cluster, f.target_cluster):
-                props = reveal(cluster.producer_props, True)
+                clients = ClusterClients(cluster)
                 emitter.add_cluster(
-                    cluster.alias,
-                    producer_config(props),
-                    new_admin(reveal(cluster.admin_props, True)),
-                    f.heartbeats_topic_replication_factor,
+                    cluster.alias, clients.producer(), clients.admin, f.heartbeats_topic_replication_factor
                 )
             emitter.add_flow(f.source, f.target)
         return emitter

@@ -1,0 +1,44 @@
+"""The names sparkmirror gives its own things on the clusters: internal topics, groups, transactional ids.
+
+One module so that the run, translate, failover and the client API agree on every name; the
+replication policy (:mod:`sparkmirror.core.policy`) owns the names MM2 defines (remote topics,
+``<alias>.checkpoints.internal``, ``heartbeats``). Pure functions: no pyspark, no Kafka client.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Group-name prefixes of the mirror's own consumers (Spark's Kafka source, the direct reader, the
+#: exactly-once progress): never checkpointed, synced or failed over, whatever ``groups`` says.
+OWN_GROUP_PREFIXES = ("spark-kafka-source-", "sparkmirror-reader-", "__sparkmirror")
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def offset_map_topic(source_alias: str) -> str:
+    """The compacted topic on the target that holds the flow's offset map segments."""
+    return f"sparkmirror-offset-map.{source_alias}.internal"
+
+
+def progress_group(source_alias: str, target_alias: str) -> str:
+    """The target group whose offsets on the remote topics hold an exactly-once flow's progress.
+
+    ``__``-prefixed so MM2's default ``groups.exclude`` (and ours) never checkpoints or syncs it.
+    """
+    return f"__sparkmirror.progress.{source_alias}-{target_alias}"
+
+
+def reader_group(flow_name: str) -> str:
+    """The ``group.id`` of the direct reader's source consumers: never joined, never committed to."""
+    return f"__sparkmirror.reader.{flow_name}"
+
+
+def transactional_id(source_alias: str, target_alias: str, topic: str, partition: int) -> str:
+    """Stable per (flow, source topic, partition): the exactly-once fencing key."""
+    return f"sparkmirror-{source_alias}-{target_alias}-{_UNSAFE.sub('_', topic)}-{partition}"
+
+
+def is_own_group(group: str) -> bool:
+    """A group of the mirror's own consumers (see :data:`OWN_GROUP_PREFIXES`)."""
+    return group.startswith(OWN_GROUP_PREFIXES)

@@ -1,0 +1,142 @@
+"""The one place that turns a typed configuration into Kafka client settings.
+
+:class:`FlowClients` builds every client configuration of one flow from its
+:class:`~sparkmirror.config.model.FlowConfig` once (source and target consumers, the writer's
+producer, the source producer of MM2's offset syncs, both admins, the options of Spark's Kafka
+source); :class:`ClusterClients` does the same for one cluster of a
+:class:`~sparkmirror.config.model.MirrorConfig` (failover, heartbeats). The run, translate,
+failover and the client API take their settings from here instead of revealing and converting
+properties themselves.
+
+What it must never do: show a secret. The configurations it holds carry credentials, so neither
+class prints them (their reprs name the flow or cluster only) and errors name keys, never values.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from sparkmirror.config.model import ClusterConfig, FlowConfig, reveal
+from sparkmirror.kafka.clients import admin_config, librdkafka_config, producer_config, validate_librdkafka
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
+
+#: Options Spark's Kafka source manages itself and refuses from users.
+SPARK_MANAGED = frozenset(
+    {
+        "group.id",
+        "auto.offset.reset",
+        "enable.auto.commit",
+        "key.deserializer",
+        "value.deserializer",
+        "interceptor.classes",
+    }
+)
+
+
+class _Admins:
+    """Admin clients made on first use, once (they hold connections and a thread each)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made: dict[str, AdminClient] = {}
+
+    def get(self, name: str, conf: dict[str, str]) -> AdminClient:
+        with self._lock:
+            admin = self._made.get(name)
+            if admin is None:
+                from confluent_kafka.admin import AdminClient
+
+                admin = self._made[name] = AdminClient(dict(conf))
+            return admin
+
+
+class ClusterClients:
+    """Client settings for one cluster, secrets revealed only into them."""
+
+    def __init__(self, cluster: ClusterConfig) -> None:
+        self.alias = cluster.alias
+        self.cluster = cluster
+        self.consumer = librdkafka_config(reveal(cluster.consumer_props, True), role="consumer")
+        self.admin_config = admin_config(reveal(cluster.admin_props, True))
+        self._admins = _Admins()
+
+    def producer(self) -> dict[str, str]:
+        """A producer to this cluster (heartbeats); built on request: only producing paths check it."""
+        return producer_config(reveal(self.cluster.producer_props, True), key_prefix=f"{self.alias}.producer")
+
+    @property
+    def admin(self) -> AdminClient:
+        return self._admins.get("admin", self.admin_config)
+
+    def validate(self) -> None:
+        """Have librdkafka check the consumer and admin settings now (a refused one exits 2)."""
+        validate_librdkafka(self.consumer, role=f"cluster {self.alias} consumer", key_hint=f"{self.alias}.consumer")
+        validate_librdkafka(self.admin_config, role=f"cluster {self.alias} admin", key_hint=f"{self.alias}.admin")
+
+    def __repr__(self) -> str:
+        return f"ClusterClients({self.alias})"
+
+
+class FlowClients:
+    """Every Kafka client setting of one flow A->B, built once from its :class:`FlowConfig`."""
+
+    def __init__(self, flow: FlowConfig) -> None:
+        self.flow = flow
+        #: librdkafka consumer of the source (the direct reader, source group offsets).
+        self.source_consumer = librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer")
+        #: librdkafka consumer of the target (internal topics, the exactly-once progress).
+        self.target_consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
+        #: The writer's producer to the target: Java defaults, operator overrides, then safety.
+        self.target_producer = producer_config(
+            flow.target_producer_props(reveal_secrets=True), key_prefix=f"{flow.target}.producer"
+        )
+        #: A producer to the source (MM2's offset syncs, when they are kept on the source).
+        self.source_producer = producer_config(
+            reveal(flow.source_cluster.producer_props, True), key_prefix=f"{flow.source}.producer"
+        )
+        self.source_admin_config = admin_config(flow.source_admin_props(reveal_secrets=True))
+        self.target_admin_config = admin_config(flow.target_admin_props(reveal_secrets=True))
+        self._admins = _Admins()
+
+    @property
+    def source_admin(self) -> AdminClient:
+        return self._admins.get("source", self.source_admin_config)
+
+    @property
+    def target_admin(self) -> AdminClient:
+        return self._admins.get("target", self.target_admin_config)
+
+    @property
+    def internal_producer(self) -> dict[str, str]:
+        """The target producer for internal topics (offset map, checkpoints): never transactional."""
+        return {k: v for k, v in self.target_producer.items() if k != "transactional.id"}
+
+    def spark_source_options(self) -> dict[str, str]:
+        """The source consumer's Java properties as options of Spark's Kafka source (``kafka.*``)."""
+        props = self.flow.source_consumer_props(reveal_secrets=True)
+        return {f"kafka.{k}": v for k, v in props.items() if k not in SPARK_MANAGED}
+
+    def validate(self) -> None:
+        """Have librdkafka check every client setting now, before Spark starts (a refused one exits 2)."""
+        flow = self.flow
+        validate_librdkafka(
+            self.target_producer, role=f"flow={flow.name} target producer", key_hint=f"{flow.target}.producer"
+        )
+        if flow.spark.source_reader == "direct":
+            validate_librdkafka(
+                self.source_consumer,
+                role=f"flow={flow.name} source consumer (sparkmirror.source.reader = direct)",
+                key_hint=f"{flow.source}.consumer",
+            )
+        for props, role, hint in (
+            (flow.source_admin_props(reveal_secrets=True), "source admin", f"{flow.source}.admin"),
+            (flow.target_admin_props(reveal_secrets=True), "target admin", f"{flow.target}.admin"),
+            (flow.target_consumer_props(reveal_secrets=True), "target consumer", f"{flow.target}.consumer"),
+        ):
+            validate_librdkafka(librdkafka_config(props, role=role), role=f"flow={flow.name} {role}", key_hint=hint)
+
+    def __repr__(self) -> str:
+        return f"FlowClients({self.flow.name})"

@@ -32,7 +32,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sparkmirror.config import load_config
 from sparkmirror.devcluster.cluster import DevClusters
-from sparkmirror.pipeline import job
+from sparkmirror.pipeline.driver import flow as driver_flow
+from sparkmirror.pipeline.driver.mirror import Mirror
 from sparkmirror.pipeline.session import build_session
 
 TOPIC = "bench"
@@ -47,8 +48,9 @@ def load(bootstrap: str, records: int, partitions: int, size: int) -> None:
     for i in range(records):
         while True:
             try:
-                p.produce(TOPIC, key=f"key-{i}".encode(), value=value, partition=i % partitions,
-                          headers=[("bench", b"1")])
+                p.produce(
+                    TOPIC, key=f"key-{i}".encode(), value=value, partition=i % partitions, headers=[("bench", b"1")]
+                )
                 break
             except BufferError:
                 p.poll(0.05)
@@ -70,8 +72,15 @@ def reset_target(bootstrap: str) -> None:
 
 def count(bootstrap: str, topic: str, partitions: int) -> int:
     """Records a read_committed consumer sees on the target (markers excluded)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-count", "isolation.level": "read_committed",
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-count",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     total, done = 0, set()
     while len(done) < partitions:
@@ -96,21 +105,25 @@ def run_mode(boots: dict[str, str], workdir: Path, exactly_once: bool) -> dict[s
     )
     shutil.rmtree(workdir / "cp", ignore_errors=True)
     captured: dict[str, Any] = {}
-    original = job.FlowRunner._on_query_end
+    original = driver_flow.Flow.take_ended_query
 
-    def capture(self: Any) -> None:
+    def capture(self: Any) -> Any:
         captured.update(self.query.lastProgress or {})
-        original(self)
+        return original(self)
 
-    job.FlowRunner._on_query_end = capture  # type: ignore[method-assign]
+    driver_flow.Flow.take_ended_query = capture  # type: ignore[method-assign]
     try:
         t0 = time.monotonic()
-        runners = job.Mirror(load_config(props), once=True).run()
+        runners = Mirror(load_config(props), once=True).run()
         wall = time.monotonic() - t0
     finally:
-        job.FlowRunner._on_query_end = original  # type: ignore[method-assign]
-    return {"records": runners[0].progress.records, "bytes": runners[0].progress.bytes,
-            "add_batch_s": captured.get("durationMs", {}).get("addBatch", 0) / 1000, "wall_s": wall}
+        driver_flow.Flow.take_ended_query = original  # type: ignore[method-assign]
+    return {
+        "records": runners[0].progress.records,
+        "bytes": runners[0].progress.bytes,
+        "add_batch_s": captured.get("durationMs", {}).get("addBatch", 0) / 1000,
+        "wall_s": wall,
+    }
 
 
 def main() -> None:
@@ -136,9 +149,11 @@ def main() -> None:
                 r["records_per_s"] = r["records"] / r["add_batch_s"] if r["add_batch_s"] else 0.0
                 r["mb_per_s"] = r["bytes"] / r["add_batch_s"] / 1e6 if r["add_batch_s"] else 0.0
                 results[mode].append(r)
-                print(f"run {run + 1} {mode:>14}: {r['records_per_s']:>9,.0f} records/s {r['mb_per_s']:6.1f} MB/s "
-                      f"(batch {r['add_batch_s']:.1f}s, wall {r['wall_s']:.1f}s, on B {r['on_target']:,}, "
-                      f"lost {r['lost']})")
+                print(
+                    f"run {run + 1} {mode:>14}: {r['records_per_s']:>9,.0f} records/s {r['mb_per_s']:6.1f} MB/s "
+                    f"(batch {r['add_batch_s']:.1f}s, wall {r['wall_s']:.1f}s, on B {r['on_target']:,}, "
+                    f"lost {r['lost']})"
+                )
         summary = {
             mode: {
                 "records_per_s_median": statistics.median(x["records_per_s"] for x in rs),

@@ -4,14 +4,14 @@ Spark is left out so that the Python work per record (Arrow to Python, one produ
 delivery report per record, the size check, the offset bookkeeping) can be measured and profiled on
 its own. Synthetic Arrow batches with the columns Spark's Kafka source gives the writer (key, value,
 topic, partition, offset, timestamp, headers) are handed to
-``sparkmirror.pipeline.writer.write_arrow_batches`` exactly as ``mapInArrow`` would, one task per
+``sparkmirror.pipeline.executor.tasks.copy_arrow_batches`` exactly as ``mapInArrow`` would, one task per
 source partition, against a local broker of its own.
 
     .venv/bin/python bench/writer_path.py [--records 400000] [--size 512] [--partitions 8] [--profile]
         [--set linger.ms=5 --set compression.type=lz4 ...] [--baseline OLD_WRITER.py]
 
-``--baseline`` takes another version of ``writer.py`` (for example
-``git show <commit>:src/sparkmirror/pipeline/writer.py > /tmp/writer_old.py``) and alternates it
+``--baseline`` takes a writer module of a commit before the executor package (for example
+``git show 3920219:src/sparkmirror/pipeline/writer.py > /tmp/writer_old.py``) and alternates it
 with the current writer run by run on the same broker, so the ratio is measured under the same load.
 
 Prints records/s of the writer (first produce to last acknowledgement) and, with ``--profile``,
@@ -71,9 +71,11 @@ def arrow_batches(partition: int, count: int, size: int) -> list[Any]:
 def load_writer(path: str | None) -> Any:
     """The current writer module, or the one at ``path`` (a baseline to compare with)."""
     if path is None:
-        from sparkmirror.pipeline import writer
+        from types import SimpleNamespace
 
-        return writer
+        from sparkmirror.pipeline.executor import plan, tasks
+
+        return SimpleNamespace(WritePlan=plan.WritePlan, write_arrow_batches=tasks.copy_arrow_batches)
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("writer_baseline", path)

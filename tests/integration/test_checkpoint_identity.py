@@ -13,7 +13,8 @@ import pytest
 
 from kafka_helpers import Rec, create_topics, produce, unique, write_config
 from sparkmirror.config import load_config
-from sparkmirror.pipeline.job import FlowFailed, Mirror
+from sparkmirror.pipeline.driver.mirror import Mirror
+from sparkmirror.pipeline.exceptions import FlowFailed
 
 
 def test_checkpoint_of_another_source_cluster_is_refused(bootstraps, spark, tmp_path: Path, checkpoints) -> None:

@@ -22,7 +22,7 @@ from sparkmirror.config import load_config
 from sparkmirror.core.formats import Checkpoint, Heartbeat
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets
 from sparkmirror.kafka.internal import read_to_end
-from sparkmirror.pipeline.job import Mirror
+from sparkmirror.pipeline.driver.mirror import Mirror
 
 
 def _produce(bootstrap: str, topic: str, n: int) -> None:

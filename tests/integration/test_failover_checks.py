@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Producer
 from kafka_helpers import commit_group, create_topics, run_cli, unique, wait_for, write_config
 from sparkmirror.config import load_config
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets
-from sparkmirror.pipeline.job import Mirror
+from sparkmirror.pipeline.driver.mirror import Mirror
 
 
 def _produce(bootstrap: str, topic: str, n: int, partitions: int = 2) -> None:

@@ -25,7 +25,7 @@ from kafka_helpers import (
     write_config,
 )
 from sparkmirror.config import load_config
-from sparkmirror.pipeline.job import Mirror
+from sparkmirror.pipeline.driver.mirror import Mirror
 
 # Explicit timestamps, recent enough that the brokers' 7-day retention keeps them.
 _BASE_TS = int(time.time() * 1000) - 3_600_000

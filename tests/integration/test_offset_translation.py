@@ -22,7 +22,7 @@ from mm2_client import translate_offsets_with_mm2
 from sparkmirror.config import load_config
 from sparkmirror.core.formats import Checkpoint, OffsetSync
 from sparkmirror.kafka.internal import read_to_end
-from sparkmirror.pipeline.job import Mirror
+from sparkmirror.pipeline.driver.mirror import Mirror
 
 
 def _truth(source_log: list[tuple[int, bytes]], target_log: list[tuple[int, bytes]], g: int, target_end: int) -> int:

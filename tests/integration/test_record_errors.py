@@ -15,7 +15,8 @@ import pytest
 
 from kafka_helpers import Rec, create_topics, end_offsets, produce, read_partition, unique, write_config
 from sparkmirror.config import load_config
-from sparkmirror.pipeline.job import FlowFailed, Mirror
+from sparkmirror.pipeline.driver.mirror import Mirror
+from sparkmirror.pipeline.exceptions import FlowFailed
 
 LIMIT = 2000
 

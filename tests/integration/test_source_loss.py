@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition
 
 from kafka_helpers import Rec, admin, create_topics, end_offsets, produce, unique, wait_for, write_config
 from sparkmirror.config import load_config
-from sparkmirror.pipeline.job import Mirror
+from sparkmirror.pipeline.driver.mirror import Mirror
 
 
 def test_records_deleted_before_mirroring_are_reported(bootstraps, spark, tmp_path: Path, checkpoints, caplog):

@@ -35,7 +35,7 @@ def demo(directory: Path, records: int) -> None:
     from sparkmirror.config import load_config
     from sparkmirror.devcluster.cluster import DevClusters
     from sparkmirror.devcluster.sample import produce_sample
-    from sparkmirror.pipeline.job import Mirror
+    from sparkmirror.pipeline.driver.mirror import Mirror
 
     click.echo("starting local Kafka clusters A and B ...")
     boots = DevClusters(directory).up(["A", "B"])

@@ -49,7 +49,7 @@ def print_summary(runners: list[Any]) -> None:
 def run(config: Path, clusters: str | None, once: bool, master: str | None, spark_conf: tuple[str, ...]) -> None:
     """Mirror topics as configured in an MM2-format properties file."""
     from sparkmirror.config import load_config
-    from sparkmirror.pipeline.job import Mirror
+    from sparkmirror.pipeline.driver.mirror import Mirror
 
     aliases = [a.strip() for a in clusters.split(",") if a.strip()] if clusters else None
     cfg = load_config(config, clusters=aliases)

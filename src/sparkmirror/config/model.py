@@ -130,19 +130,16 @@ class SparkSettings(_Frozen):
     checkpoint_location: str = Field(default="./.sparkmirror/checkpoints", alias="sparkmirror.checkpoint.location")
     """Directory (or URI) under which each flow keeps its Spark checkpoint, one sub-directory per flow."""
     trigger_interval_ms: int = Field(default=100, ge=0, alias="sparkmirror.trigger.interval.ms")
-    """Micro-batch trigger interval in milliseconds (0: start the next batch at once). A batch at 20,000
-    records/s takes about 250 ms, so under load batches run back to back; the interval sets how often an
-    idle flow asks the source for new records. 100 took p50 latency from about 420 to about 240 ms
-    against 500 (docs/performance.md)."""
+    """Micro-batch trigger interval in milliseconds (0: start the next batch at once). Under load batches
+    run back to back; the interval sets how often an idle flow asks the source for new records, and so the
+    latency at low rates (measured in docs/performance.md)."""
     batch_max_records: int = Field(default=2_000_000, ge=1, alias="sparkmirror.batch.max.records")
     """Most records read per micro-batch across all partitions (Spark's ``maxOffsetsPerTrigger``). Each
-    batch ends on a barrier (every task flushes, then the driver commits); with the direct reader a batch's
-    size does not set its memory, and 2,000,000 copied 1M records at 244k records/s against 180k for
-    500,000 (docs/performance.md)."""
+    batch ends on a barrier (every task flushes, then the driver commits), so larger batches copy faster;
+    with the direct reader a batch's size does not set its memory (measured in docs/performance.md)."""
     source_reader: Literal["direct", "spark"] = Field(default="direct", alias="sparkmirror.source.reader")
     """How records are read from the source. ``direct``: Spark's Kafka source plans each micro-batch's
-    offset ranges and the tasks read them with librdkafka (a third of the CPU per record,
-    docs/performance.md). ``spark``: the records go through Spark's Kafka source, Arrow and the Python
+    offset ranges and the tasks read them with librdkafka (less CPU per record, docs/performance.md). ``spark``: the records go through Spark's Kafka source, Arrow and the Python
     worker (for source settings only the Java client knows, such as JKS key stores)."""
     progress_interval_seconds: int = Field(default=10, ge=1, alias="sparkmirror.progress.interval.seconds")
     """How often progress is logged, in seconds."""

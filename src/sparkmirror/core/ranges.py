@@ -32,10 +32,9 @@ class SourceRange:
         return max(0, self.until - self.start)
 
 
-#: Records below which one more task costs more than it saves. Each task has a fixed cost (a Python
-#: worker's turn, a consumer assignment, a flush per partition) of about 15-20 ms of CPU; a task
-#: copies 10,000 records in about 50 ms. At 20,000 records/s, one task per small batch took
-#: sparkmirror at-least-once from 0.48 to 0.41 cores (docs/performance.md).
+#: Records below which one more task costs more than it saves: each task has a fixed cost (a Python
+#: worker's turn, a consumer assignment, a flush per partition) that a small batch does not repay
+#: (measured in docs/performance.md).
 MIN_RECORDS_PER_TASK = 20_000
 
 

@@ -1,5 +1,5 @@
-"""The writer's per-batch work without a broker: headers and sizes from Arrow in bulk, and the pairing
-of delivery reports with upstream offsets (report order = produce order, verified)."""
+"""The sink's per-batch work without a broker: headers from Arrow in bulk, the size bound, and the
+pairing of delivery reports with upstream offsets (report order = produce order, verified)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ import pyarrow as pa
 import pytest
 
 from sparkmirror.core.policy import DefaultReplicationPolicy
-from sparkmirror.pipeline.writer import (
+from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.executor.plan import WritePlan
+from sparkmirror.pipeline.executor.sink import (
     PartitionWrite,
-    WriteError,
-    WritePlan,
-    _headers,
-    _runs,
-    _sizes,
+    Sink,
     check_report_order,
     finish_segments,
     record_size,
 )
+from sparkmirror.pipeline.executor.sources import _headers, _runs
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 CASES = [
@@ -53,11 +52,40 @@ def test_headers_from_arrow_match_the_rows(rows: list[Any]) -> None:
 
 
 @pytest.mark.parametrize("rows", CASES)
-def test_sizes_in_bulk_equal_record_size(rows: list[Any]) -> None:
+def test_a_record_over_the_limit_is_refused_before_it_is_sent(rows: list[Any]) -> None:
+    class Never:
+        def produce(self, *_a: Any, **_k: Any) -> None:
+            raise AssertionError("a record over the limit reached the producer")
+
+        def poll(self, _t: float = 0) -> int:
+            return 0
+
+    class Commit:
+        def producer_for(self, _p: Any) -> Any:
+            return Never()
+
+        def open(self, _parts: Any) -> None:
+            pass
+
+        def begin(self, w: PartitionWrite) -> None:
+            w.begun = True
+
     batch = _batch(rows)
     keys = batch.column(0).to_pylist()
     headers = _headers(batch.column(6))
-    assert list(_sizes(batch)) == [record_size(keys[i], b"vv", headers[i]) for i in range(len(rows))]
+    for i in range(len(rows)):
+        limit = record_size(keys[i], b"vv", headers[i]) - 1
+        plan = WritePlan(
+            flow="A->B",
+            source_alias="A",
+            policy=DefaultReplicationPolicy(),
+            producer_config={},
+            max_record_bytes={"A.t": limit},
+        )
+        sink = Sink(plan, Commit())  # type: ignore[arg-type]
+        sink.write(("t", 0), [(7, keys[i], b"vv", 1, headers[i])])
+        w = sink.parts[("t", 0)]
+        assert [f[0] for f in w.record_failures] == [7] and w.local_refusals == 1
 
 
 def test_runs_split_a_batch_by_source_partition() -> None:
@@ -102,7 +130,7 @@ def _plan() -> WritePlan:
 
 
 def test_reports_pair_with_upstream_offsets_in_produce_order() -> None:
-    w = PartitionWrite("t", "A.t", 0)
+    w = PartitionWrite("t", "A.t", 0, None, None)  # type: ignore[arg-type]
     w.sent = [10, 11, 12, 13]
     w.first_offset, w.last_offset = 10, 13
     w.delivered(None, _Msg(100))
@@ -119,7 +147,7 @@ def test_reports_pair_with_upstream_offsets_in_produce_order() -> None:
 
 
 def test_reports_out_of_produce_order_fail_the_batch() -> None:
-    w = PartitionWrite("t", "A.t", 0)
+    w = PartitionWrite("t", "A.t", 0, None, None)  # type: ignore[arg-type]
     w.sent = [10, 11]
     w.delivered(None, _Msg(101))
     w.delivered(None, _Msg(100))
@@ -133,7 +161,7 @@ def test_zip_directories_are_kept_between_tasks(tmp_path: Any) -> None:
     import zipfile
     import zipimport
 
-    from sparkmirror.pipeline.writer import keep_zip_directories
+    from sparkmirror.pipeline.executor.tasks import keep_zip_directories
 
     archive = tmp_path / "pkgs.zip"
     with zipfile.ZipFile(archive, "w") as z:

@@ -12,8 +12,9 @@ from confluent_kafka import KafkaError
 
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.ranges import SourceRange
-from sparkmirror.pipeline import copier, writer
-from sparkmirror.pipeline.writer import WriteError, WritePlan
+from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.executor import clients, sources, tasks
+from sparkmirror.pipeline.executor.plan import WritePlan
 
 
 class Err:
@@ -123,10 +124,9 @@ def _plan() -> WritePlan:
 
 def _run(monkeypatch: pytest.MonkeyPatch, ranges: list[SourceRange], script: list[list[Msg]]) -> Any:
     consumer, producer = Consumer(script), Producer()
-    monkeypatch.setattr(copier, "_consumer", lambda _plan: consumer)
-    monkeypatch.setattr(writer, "_producer", lambda _plan: producer)
-    monkeypatch.setattr(copier, "keep_zip_directories", lambda: None)
-    rows = {(r["topic"], r["partition"]): r for r in copier.copy_ranges(ranges, _plan())}
+    monkeypatch.setattr(clients, "source_consumer", lambda _plan: consumer)
+    monkeypatch.setattr(clients, "producer", lambda _plan: producer)
+    rows = {(r.topic, r.partition): r.as_row() for r in tasks.copy_ranges(ranges, _plan())}
     return rows, consumer, producer
 
 
@@ -195,6 +195,6 @@ def test_a_read_error_fails_the_task_naming_partition_and_offset(monkeypatch) ->
 
 
 def test_a_range_that_gets_nothing_fails_after_the_stall_timeout(monkeypatch) -> None:
-    monkeypatch.setattr(copier, "STALL_TIMEOUT_S", 0.0)
+    monkeypatch.setattr(sources, "STALL_TIMEOUT_S", 0.0)
     with pytest.raises(WriteError, match=r"t\[0\]: no record from the source at offset 7 \(range ends at 9\)"):
         _run(monkeypatch, [SourceRange("t", 0, 7, 9)], [[], []])

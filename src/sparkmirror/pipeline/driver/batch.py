@@ -1,0 +1,223 @@
+"""One micro-batch on the driver: plan it, have the tasks copy it, make its offset map durable.
+
+Spark calls :meth:`BatchHandler.__call__` from ``foreachBatch``; Spark commits the batch's source
+offsets only when it returns. It returns only after the tasks saw every record acknowledged (or
+dead-lettered) and the batch's offset-map segments are durable on the target; a refused record
+raises a terminal error and the batch is not committed; a stop request abandons a batch before it
+starts, never lets one return early.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from sparkmirror.config.model import FlowConfig
+from sparkmirror.core.offsetmap import Segment
+from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out, task_count
+from sparkmirror.kafka.flowclients import FlowClients
+from sparkmirror.kafka.topics import TopicSync
+from sparkmirror.offsets.store import OffsetMapStore
+from sparkmirror.offsets.syncs import OffsetSyncWriter
+from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
+from sparkmirror.pipeline.executor.results import RESULT_SCHEMA, PartitionResult
+from sparkmirror.pipeline.executor.sources import INPUT_COLUMNS
+from sparkmirror.pipeline.executor.tasks import copy_arrow_batches, copy_range_groups
+from sparkmirror.pipeline.ranges import planned_ranges
+
+if TYPE_CHECKING:
+    import threading
+
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sparkmirror.pipeline.driver.progress import FlowProgress
+
+log = logging.getLogger(__name__)
+
+
+class StopRequested(Exception):
+    """Raised inside foreachBatch to abandon (not commit) a batch on stop."""
+
+
+class BatchHandler:
+    """The flow's ``foreachBatch`` function and what it keeps between batches."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        clients: FlowClients,
+        plan: WritePlan,
+        *,
+        topics: TopicSync,
+        store: OffsetMapStore,
+        syncs: OffsetSyncWriter,
+        progress: FlowProgress,
+        stop: threading.Event,
+    ) -> None:
+        self.spark = spark
+        self.flow: FlowConfig = clients.flow
+        self.clients = clients
+        #: The plan of the next batch; the flow replaces it when the target or the fencing changes.
+        self.plan = plan
+        self.topics = topics
+        self.store = store
+        self.syncs = syncs
+        self.progress = progress
+        self.stop = stop
+        #: Source topics of the running query and their partition counts.
+        self.subscribed: dict[str, int] = {}
+        #: Exactly-once: which Python worker wrote each source partition last (WritePlan.writers).
+        self.writers: dict[PartitionKey, str] = {}
+        #: The next source offset per partition after the last batch (source-loss check).
+        self.next_offset: dict[PartitionKey, int] = {}
+        #: Set after every committed batch; the supervisor resets its failure count on it.
+        self.succeeded = False
+        self._direct_unavailable_logged = False
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        if self.stop.is_set():
+            raise StopRequested(f"flow={self.flow.name} batch {batch_id} abandoned: stop requested")
+        started = time.monotonic()
+        self._ensure_partitions()
+        # Read per batch: topic limits may have changed, and the tasks extend each partition's
+        # last segment.
+        plan = dataclasses.replace(self.plan, tails=self.store.tails(), writers=dict(self.writers))
+        prepared = time.monotonic()
+        results = self._copy_direct(batch_df, plan) if self.flow.spark.source_reader == "direct" else None
+        self.progress.reader = "direct" if results is not None else "spark"
+        if results is None:
+            results = self._copy_arrow(batch_df, plan)
+        written = time.monotonic()
+        refusals = sorted(r.error for r in results if r.error)
+        if refusals:
+            # Not committed: raising here fails the batch; the marker makes it terminal.
+            raise WriteError(refusals[0], terminal=True)
+        segments = [Segment(r.topic, r.partition, u, d, n) for r in results for u, d, n in r.segments]
+        if plan.exactly_once:
+            self.store.apply(segments)  # already committed with the data
+        else:
+            self.store.write(segments)  # durable before Spark commits the batch
+        self.syncs.emit(segments)
+        copied = time.monotonic()
+        self.writers.update({(r.topic, r.partition): r.writer for r in results})
+        self._check_source_loss(results)
+        self.progress.add_batch(results)
+        self.succeeded = True
+        finished = time.monotonic()
+        log.debug(
+            "flow=%s batch %d: %d records from %d partitions in %.0f ms (prepare %.0f, copy %.0f, "
+            "offset map %.0f, after %.0f)",
+            self.flow.name,
+            batch_id,
+            sum(r.records for r in results),
+            len(results),
+            (finished - started) * 1000,
+            (prepared - started) * 1000,
+            (written - prepared) * 1000,
+            (copied - written) * 1000,
+            (finished - copied) * 1000,
+        )
+
+    def _copy_arrow(self, batch_df: DataFrame, plan: WritePlan) -> list[PartitionResult]:
+        """Spark's reader: the tasks write the Arrow batches Spark's Kafka source read."""
+
+        def write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            return copy_arrow_batches(iter(batches), plan)
+
+        selected = batch_df.selectExpr(*INPUT_COLUMNS)
+        rows = selected.mapInArrow(write, RESULT_SCHEMA).collect()
+        return [PartitionResult.from_row(r.asDict(recursive=True)) for r in rows]
+
+    def _copy_direct(self, batch_df: DataFrame, plan: WritePlan) -> list[PartitionResult] | None:
+        """Copy the batch's planned ranges in at most one task per core; ``None`` if Spark's plan cannot be read."""
+        ranges = planned_ranges(batch_df)
+        if ranges is None:
+            if not self._direct_unavailable_logged:
+                self._direct_unavailable_logged = True
+                log.warning(
+                    "flow=%s this Spark (%s) does not expose the planned offset ranges; reading through "
+                    "Spark's Kafka source instead (as sparkmirror.source.reader = spark)",
+                    self.flow.name,
+                    self.spark.version,
+                )
+            return None
+        cores = max(1, int(self.spark.sparkContext.defaultParallelism))
+        records = sum(r.size for r in ranges)
+        tasks = task_count(records, cores, exactly_once=plan.exactly_once)
+        groups = share_out(ranges, tasks)
+        if not groups:
+            return []
+        check_disjoint(groups)
+
+        def copy(items: Iterable[list[SourceRange]]) -> Iterator[PartitionResult]:
+            return copy_range_groups(items, plan)
+
+        sc = self.spark.sparkContext
+        sc.setJobDescription(f"sparkmirror {self.flow.name}: copy {records:,} records")
+        try:
+            return list(sc.parallelize(groups, len(groups)).mapPartitions(copy).collect())
+        finally:
+            sc.setJobDescription(None)  # type: ignore[arg-type]
+
+    def _ensure_partitions(self) -> None:
+        """Grow remote topics before a batch that may hold new source partitions.
+
+        Spark plans a batch before calling foreachBatch, so every partition in it exists on the
+        source by now; one metadata request tells them all.
+        """
+        md = self.clients.source_admin.list_topics(timeout=30).topics
+        current = {t: len(md[t].partitions) for t in self.subscribed if t in md and md[t].error is None}
+        grown = {t: n for t, n in current.items() if n > self.subscribed.get(t, 0)}
+        if grown:
+            self.topics.sync(grown, configs=False)
+            self.subscribed.update(grown)
+
+    def _check_source_loss(self, results: list[PartitionResult]) -> None:
+        """Say loudly when records expired on the source before they were mirrored.
+
+        Spark's own check (``failOnDataLoss``) is off because it also fires on normal events (a
+        topic deleted or newly matched with a log start above 0) and would then fail the query on
+        every restart. Here a gap between the last batch's end and this batch's first offset counts
+        as loss only when the source's log start offset has moved past the gap's start; gaps from
+        transaction markers and aborted records are not loss.
+        """
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        gaps = []
+        for r in results:
+            key = (r.topic, r.partition)
+            expected = self.next_offset.get(key)
+            if r.last_offset >= 0:
+                self.next_offset[key] = r.last_offset + 1
+            if expected is not None and r.first_offset > expected:
+                gaps.append((r.topic, r.partition, expected, r.first_offset))
+        if not gaps:
+            return
+        request = {TopicPartition(t, p): OffsetSpec.earliest() for t, p, _e, _f in gaps}
+        try:
+            result = self.clients.source_admin.list_offsets(request, request_timeout=30)
+            earliest = {(tp.topic, tp.partition): fut.result().offset for tp, fut in result.items()}
+        except Exception as exc:  # noqa: BLE001 - the check is best effort, the data path is not
+            log.warning("flow=%s cannot check source log start offsets: %s", self.flow.name, exc)
+            return
+        for topic, partition, expected, first in gaps:
+            start = earliest.get((topic, partition), -1)
+            if start > expected:
+                lost = min(start, first) - expected
+                self.progress.lost_on_source += lost
+                log.error(
+                    "flow=%s %s[%d] offsets %d..%d were deleted on the source (retention) before they were "
+                    "mirrored: %d records lost; raise the source's retention or the mirror's throughput",
+                    self.flow.name,
+                    topic,
+                    partition,
+                    expected,
+                    min(start, first) - 1,
+                    lost,
+                )

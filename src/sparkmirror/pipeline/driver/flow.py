@@ -1,0 +1,285 @@
+"""One flow A->B on the driver: its parts wired together, its query, its chores.
+
+:class:`Flow` owns what the flow needs (client settings, remote topics, offset map, MM2 offset
+syncs, checkpoints, the target's preparation, the batch handler, the scheduler) and knows how to
+start its query and how to finish. Starting, restarting and stopping it is the supervisor's
+(:mod:`.supervisor`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sparkmirror.checkpoints.emitter import CheckpointEmitter
+from sparkmirror.config.model import FlowConfig
+from sparkmirror.core.naming import offset_map_topic, progress_group
+from sparkmirror.kafka.flowclients import FlowClients
+from sparkmirror.kafka.groups import committed_offsets
+from sparkmirror.kafka.topics import TopicSync
+from sparkmirror.offsets.store import OffsetMapStore
+from sparkmirror.offsets.syncs import OffsetSyncWriter
+from sparkmirror.pipeline.driver.batch import BatchHandler
+from sparkmirror.pipeline.driver.progress import FlowProgress, lag_from_progress, last_progress
+from sparkmirror.pipeline.driver.query import StartingOffsets, check_checkpoint_identity, start_query
+from sparkmirror.pipeline.driver.scheduler import Scheduler
+from sparkmirror.pipeline.driver.target import TargetPreparer
+from sparkmirror.pipeline.executor.plan import WritePlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+#: Chore names (the supervisor postpones some of them after a failure).
+REFRESH, CHECKPOINTS, GROUP_SYNC, CONFIG_SYNC = "topic refresh", "checkpoints", "group sync", "topic config sync"
+
+
+def write_plan(clients: FlowClients) -> WritePlan:
+    """The flow's write plan before the target's limits and the fencing are known."""
+    flow = clients.flow
+    return WritePlan(
+        flow=flow.name,
+        source_alias=flow.source,
+        target_alias=flow.target,
+        policy=flow.policy,
+        producer_config=clients.target_producer,
+        errors_tolerance=flow.errors_tolerance,
+        dead_letter_topic=flow.dead_letter_topic,
+        exactly_once=flow.exactly_once,
+        offset_map_topic=offset_map_topic(flow.source),
+        progress_group=progress_group(flow.source, flow.target),
+        consumer_config=clients.target_consumer,
+        source_consumer_config=clients.source_consumer if flow.spark.source_reader == "direct" else {},
+        transaction_timeout_ms=flow.spark.transaction_timeout_ms,
+        test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),
+    )
+
+
+class Flow:
+    """The parts of one flow, its Spark query and its periodic chores."""
+
+    def __init__(self, spark: SparkSession, flow: FlowConfig, *, once: bool) -> None:
+        self.spark = spark
+        self.flow = flow
+        self.once = once
+        #: Set on a stop request: the next batch is abandoned, not started.
+        self.stop_requested = threading.Event()
+        self.progress = FlowProgress(flow.name)
+        self.clients = clients = FlowClients(flow)
+        self.topics = TopicSync(clients)
+        self.store = OffsetMapStore(clients)
+        self.syncs = OffsetSyncWriter(clients)
+        self.checkpoints = CheckpointEmitter(
+            clients, self.store, internal_groups=frozenset({progress_group(flow.source, flow.target)})
+        )
+        self.target = TargetPreparer(clients, self.topics, self.store, self.syncs, self.checkpoints)
+        self.batches = BatchHandler(
+            spark,
+            clients,
+            write_plan(clients),
+            topics=self.topics,
+            store=self.store,
+            syncs=self.syncs,
+            progress=self.progress,
+            stop=self.stop_requested,
+        )
+        self.scheduler = Scheduler()
+        self.query: StreamingQuery | None = None
+        #: The query ended without error (``--once``), or stopped on request.
+        self.finished = False
+        self._prepared = False
+
+    @property
+    def subscribed(self) -> dict[str, int]:
+        """Source topics of the running query and their partition counts."""
+        return self.batches.subscribed
+
+    def start(self) -> None:
+        """Prepare the target and start the query; called again on every restart."""
+        flow = self.flow
+        if not self._prepared:
+            check_checkpoint_identity(self.clients)
+            self.target.internal_topics()
+            if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
+                self.checkpoints.restore()
+            self._prepared = True
+        topics = self.topics.source_topics()
+        if flow.exactly_once:
+            self.target.fence(self.batches.plan, topics)
+            # Producers cached in the executors are fenced now: make them new.
+            self.batches.plan = dataclasses.replace(self.batches.plan, producer_generation=uuid.uuid4().hex)
+            self.batches.writers = {}
+        # (Re)load on every start: a failed batch may have committed segments (exactly-once) that
+        # never reached this process.
+        self.store.load()
+        self.target.remote_topics(topics, configs=flow.sync_topic_configs_enabled)
+        self._start_query(topics)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        flow, s = self.flow, self.scheduler
+        s.clear()
+        if self.once:
+            return
+        s.every(REFRESH, flow.refresh_topics_interval_seconds, self._refresh_topics)
+        s.every(CHECKPOINTS, flow.emit_checkpoints_interval_seconds, self._running(self._checkpoint_pass), now=True)
+        if flow.sync_group_offsets_enabled:
+            s.every(GROUP_SYNC, flow.sync_group_offsets_interval_seconds, self._running(self._sync_groups), now=True)
+        if flow.sync_topic_configs_enabled:
+            s.every(CONFIG_SYNC, flow.sync_topic_configs_interval_seconds, self._running(self._sync_configs))
+
+    def _running(self, chore: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            if self.query is not None:
+                chore()
+
+        return run
+
+    def poll(self) -> None:
+        """While the query runs: its lag, and the chores that are due."""
+        if self.query is not None:
+            self.progress.lag = lag_from_progress(last_progress(self.query))
+        self.scheduler.run_due()
+
+    # -- the query ----------------------------------------------------------
+    def _start_query(self, topics: dict[str, int]) -> None:
+        self.batches.subscribed = dict(topics)
+        if not topics:
+            log.info(
+                "flow=%s no source topic matches yet; looking again in %ss",
+                self.flow.name,
+                self.flow.refresh_topics_interval_seconds,
+            )
+            if self.once:
+                self.finished = True
+            return
+        self.batches.plan = self.target.fit_writer(self.batches.plan, topics)
+        starting = self._progress_offsets(topics) if self.flow.exactly_once else None
+        self.query = start_query(
+            self.spark, self.clients, topics, self.batches, once=self.once, starting_offsets=starting
+        )
+        log.info(
+            "flow=%s mirroring %d topics (%s) into %s",
+            self.flow.name,
+            len(topics),
+            ", ".join(topics),
+            ", ".join(self.topics.remote_name(t) for t in topics),
+        )
+
+    def _progress_offsets(self, topics: dict[str, int]) -> StartingOffsets:
+        """Spark ``startingOffsets`` from the progress committed on the target (-2: earliest)."""
+        plan = self.batches.plan
+        remote = {self.topics.remote_name(t): t for t in topics}
+        partitions = [(r, p) for r, t in remote.items() for p in range(topics[t])]
+        committed = committed_offsets(plan.consumer_config, plan.progress_group, partitions)
+        out: StartingOffsets = {t: {str(p): -2 for p in range(n)} for t, n in topics.items()}
+        for (r, p), offset in committed.items():
+            out[remote[r]][str(p)] = offset
+        return out
+
+    def stop_query(self, timeout_s: float = 30.0) -> None:
+        """Stop after the batch in flight (if any) has finished or timed out."""
+        q = self.query
+        if q is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        try:
+            q.stop()
+        except Exception as exc:  # noqa: BLE001 - stopping a query that just failed
+            log.debug("flow=%s stopping query: %s", self.flow.name, exc)
+        self.query = None
+
+    def take_ended_query(self) -> BaseException | None:
+        """The query has ended: forget it; returns its error (``None``: it ended normally)."""
+        assert self.query is not None
+        error = self.query.exception()
+        self.progress.lag = lag_from_progress(last_progress(self.query))
+        self.query = None
+        return error
+
+    # -- chores --------------------------------------------------------------
+    def _refresh_topics(self) -> None:
+        """Start the query once a source topic matches; restart it when the set of topics changed."""
+        if self.query is None:
+            topics = self.topics.source_topics()
+            if topics:
+                self.target.remote_topics(topics, configs=self.flow.sync_topic_configs_enabled)
+                self._start_query(topics)
+            return
+        if not self.flow.refresh_topics_enabled:
+            return
+        topics = self.topics.source_topics()
+        if set(topics) == set(self.subscribed):
+            return
+        added = sorted(set(topics) - set(self.subscribed))
+        removed = sorted(set(self.subscribed) - set(topics))
+        log.info(
+            "flow=%s source topics changed (added: %s; removed: %s); restarting the query",
+            self.flow.name,
+            ", ".join(added) or "-",
+            ", ".join(removed) or "-",
+        )
+        self.target.remote_topics(topics, configs=self.flow.sync_topic_configs_enabled)
+        self.stop_query()
+        self._start_query(topics)
+
+    def _checkpoint_pass(self) -> None:
+        if self.flow.emit_checkpoints_enabled:
+            self.emit_checkpoints()
+        self._prune_offset_map()
+
+    def emit_checkpoints(self) -> int:
+        """Translate the source groups' positions and write checkpoints."""
+        return self.checkpoints.emit(dict(self.subscribed))
+
+    def _sync_groups(self) -> None:
+        if not self.flow.emit_checkpoints_enabled:
+            self.checkpoints.emit(dict(self.subscribed), write=False)
+        self.checkpoints.sync_group_offsets()
+
+    def _sync_configs(self) -> None:
+        self.topics.sync(self.subscribed, configs=True)
+        self.batches.plan = self.target.fit_writer(self.batches.plan, self.subscribed)
+
+    def _prune_offset_map(self) -> None:
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        request = {
+            TopicPartition(self.topics.remote_name(t), p): OffsetSpec.earliest()
+            for t, n in self.subscribed.items()
+            for p in range(n)
+        }
+        if not request:
+            return
+        source_of = {self.topics.remote_name(t): t for t in self.subscribed}
+        res = self.clients.target_admin.list_offsets(request, request_timeout=30)
+        starts = {(source_of[tp.topic], tp.partition): fut.result().offset for tp, fut in res.items()}
+        self.store.prune(starts)
+
+    def finish(self) -> None:
+        """After a ``--once`` run: leave checkpoints (and synced groups) as of its end."""
+        self.finished = True
+        if self.flow.emit_checkpoints_enabled:
+            self.emit_checkpoints()
+        if self.flow.sync_group_offsets_enabled:
+            self._sync_groups()
+
+    def close(self) -> None:
+        self.stop_requested.set()
+        self.stop_query()
+        self.store.close()
+        self.syncs.close()
+
+    def report_line(self) -> str:
+        return self.progress.report_line()

@@ -1,0 +1,114 @@
+"""All enabled flows of one configuration, in one Spark session, until done or asked to stop."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sparkmirror.config.model import MirrorConfig
+from sparkmirror.heartbeats.emitter import HeartbeatEmitter
+from sparkmirror.kafka.flowclients import ClusterClients, FlowClients
+from sparkmirror.pipeline.driver.flow import Flow
+from sparkmirror.pipeline.driver.scheduler import Scheduler
+from sparkmirror.pipeline.driver.supervisor import FlowSupervisor
+from sparkmirror.pipeline.exceptions import FlowFailed
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+#: How often the main loop looks at the flows, in seconds.
+_POLL_S = 0.5
+
+
+class Mirror:
+    """Runs the flows of ``config``; :meth:`run` returns them when they are done."""
+
+    def __init__(
+        self,
+        config: MirrorConfig,
+        *,
+        once: bool = False,
+        master: str | None = None,
+        spark_conf: dict[str, str] | None = None,
+    ) -> None:
+        if not config.flows:
+            raise FlowFailed("no enabled flow to run (set e.g. A->B.enabled = true)")
+        self.config = config
+        self.once = once
+        first = config.flows[0].spark
+        self.master = master or first.master
+        self.spark_conf = {**first.spark_conf(reveal_secrets=True), **(spark_conf or {})}
+        for flow in config.flows[1:]:
+            if flow.spark.master != first.master or flow.spark.conf != first.conf:
+                log.warning(
+                    "flow=%s has its own sparkmirror.spark.* settings; all flows share one Spark session, "
+                    "which uses those of flow %s",
+                    flow.name,
+                    config.flows[0].name,
+                )
+        for flow in config.flows:
+            FlowClients(flow).validate()
+        self._stop = threading.Event()
+        self.runners: list[Flow] = []
+        self.supervisors: list[FlowSupervisor] = []
+        self.spark: SparkSession | None = None
+
+    def request_stop(self) -> None:
+        self._stop.set()
+        for s in self.supervisors:
+            s.request_stop()
+
+    def run(self, *, on_progress: Callable[[list[Flow]], None] | None = None) -> list[Flow]:
+        from sparkmirror.pipeline.session import build_session
+
+        self.spark = spark = build_session(self.master, self.spark_conf)
+        chores = Scheduler()
+        heartbeats = self._heartbeats()
+        try:
+            if heartbeats is not None:
+                heartbeats.start()  # before the flows list topics: heartbeats are mirrored too
+                chores.every("heartbeats", heartbeats.interval_s, heartbeats.maybe_emit, now=True)
+                heartbeats.maybe_emit()
+            if on_progress is not None:
+                interval = min(f.spark.progress_interval_seconds for f in self.config.flows)
+                chores.every("progress", interval, lambda: on_progress(self.runners))
+            for config in self.config.flows:
+                log.info("flow=%s mode=%s", config.name, "exactly-once" if config.exactly_once else "at-least-once")
+                flow = Flow(spark, config, once=self.once)
+                supervisor = FlowSupervisor(flow)
+                self.runners.append(flow)
+                self.supervisors.append(supervisor)
+                if self._stop.is_set():
+                    flow.stop_requested.set()
+                supervisor.start()
+            while not self._stop.is_set():
+                chores.run_due()
+                for s in self.supervisors:
+                    s.poll()
+                if self.once and all(f.finished for f in self.runners):
+                    break
+                self._stop.wait(_POLL_S)
+        finally:
+            for s in self.supervisors:
+                s.stop()
+            if heartbeats is not None:
+                heartbeats.close()
+        return self.runners
+
+    def _heartbeats(self) -> HeartbeatEmitter | None:
+        flows = [f for f in self.config.flows if f.emit_heartbeats_enabled]
+        if not flows:
+            return None
+        emitter = HeartbeatEmitter(flows[0].policy, min(f.emit_heartbeats_interval_seconds for f in flows))
+        for f in flows:
+            for cluster in (f.source_cluster, f.target_cluster):
+                clients = ClusterClients(cluster)
+                emitter.add_cluster(
+                    cluster.alias, clients.producer(), clients.admin, f.heartbeats_topic_replication_factor
+                )
+            emitter.add_flow(f.source, f.target)
+        return emitter

@@ -1,0 +1,104 @@
+"""What a flow has done, from the result rows of its tasks and Spark's query progress."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sparkmirror.pipeline.executor.results import PartitionResult
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+#: Spark's query progress, as its JSON.
+ProgressJson = Mapping[str, object]
+
+
+@dataclass
+class FlowProgress:
+    """Counters of one flow; updated from Spark's stream thread, read by the reporter."""
+
+    flow: str
+    records: int = 0
+    bytes: int = 0
+    batches: int = 0
+    dead_lettered: int = 0
+    lag: int | None = None
+    restarts: int = 0
+    lost_on_source: int = 0
+    per_topic: dict[str, int] = field(default_factory=dict)
+    #: How the last batch was read: "direct" (the tasks read Spark's planned ranges) or "spark".
+    reader: str = ""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _last_report: tuple[float, int] = (0.0, 0)
+
+    def add_batch(self, results: Iterable[PartitionResult]) -> None:
+        with self._lock:
+            self.batches += 1
+            for r in results:
+                self.records += r.records
+                self.bytes += r.bytes
+                self.dead_lettered += r.dead_lettered
+                self.per_topic[r.topic] = self.per_topic.get(r.topic, 0) + r.records
+
+    def rate(self) -> float:
+        now = time.monotonic()
+        with self._lock:
+            t0, n0 = self._last_report
+            self._last_report = (now, self.records)
+        return 0.0 if t0 == 0.0 else (self.records - n0) / max(now - t0, 1e-6)
+
+    def report_line(self) -> str:
+        lag = "?" if self.lag is None else f"{self.lag:,}"
+        extra = f" dead-lettered={self.dead_lettered:,}" if self.dead_lettered else ""
+        if self.lost_on_source:
+            extra += f" LOST-ON-SOURCE={self.lost_on_source:,}"
+        rate = f"{self.rate():,.0f}/s"
+        return f"flow={self.flow} records={self.records:,} rate={rate} lag={lag} batches={self.batches}{extra}"
+
+
+def lag_from_progress(progress: ProgressJson | None) -> int | None:
+    """Records on the source not yet processed, from a StreamingQueryProgress."""
+    if not progress or not progress.get("sources"):
+        return None
+    sources = progress["sources"]
+    assert isinstance(sources, list)
+    total = 0
+    for src in sources:
+        latest = _offsets(src.get("latestOffset"))
+        done = _offsets(src.get("endOffset"))
+        if latest is None or done is None:
+            return None
+        for topic, parts in latest.items():
+            for p, off in parts.items():
+                total += max(0, int(off) - int(done.get(topic, {}).get(p, 0)))
+    return total
+
+
+def last_progress(query: StreamingQuery) -> dict[str, object] | None:
+    """The query's last progress as a dict, in two Py4J calls.
+
+    pyspark's ``StreamingQuery.lastProgress`` converts the Java object field by field, one Py4J
+    round trip per key; polled twice a second that kept the driver's gateway and the JVM busy while
+    micro-batches ran. Spark's own JSON of the same object is one call.
+    """
+    jprogress = query._jsq.lastProgress()
+    if jprogress is None:
+        return None
+    parsed = json.loads(jprogress.json())
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _offsets(raw: object) -> dict[str, dict[str, int]] | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    return raw if isinstance(raw, dict) else None

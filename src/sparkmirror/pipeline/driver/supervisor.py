@@ -1,0 +1,127 @@
+"""Supervises one flow: starts it, restarts it with back-off after a failure, stops it.
+
+A failure is retried unless retrying cannot fix it: a record the target refuses for good (the
+sink's terminal error), an executor environment that cannot run the job (a missing module, code
+that cannot be shipped), a configuration error. ``--once`` gives up after a few failures in a
+row. A cluster that cannot be reached is not a reason to stop: the step is retried with back-off.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+from sparkmirror.errors import ConfigError
+from sparkmirror.pipeline.driver.flow import CONFIG_SYNC, REFRESH, Flow
+from sparkmirror.pipeline.exceptions import FlowFailed, terminal_message
+
+log = logging.getLogger(__name__)
+
+#: Seconds before the n-th restart in a row (the last one repeats).
+RESTART_BACKOFF_S = (1, 2, 5, 10, 30, 60)
+#: ``--once`` stops after this many failures in a row.
+ONCE_MAX_FAILURES = 5
+
+# Failures that replaying cannot fix: the executors' Python lacks a module, or the job's code
+# cannot be shipped. Everything else is retried.
+_ENVIRONMENT_ERRORS = re.compile(r"\b(ModuleNotFoundError|ImportError|PicklingError|SyntaxError): ?([^\n]*)")
+
+
+class FlowSupervisor:
+    """Start, back-off, stop: nothing else."""
+
+    def __init__(self, flow: Flow) -> None:
+        self.flow = flow
+        self.failures = 0
+        self._restart_at: float | None = None
+
+    def start(self) -> None:
+        self.flow.start()
+
+    def request_stop(self) -> None:
+        self.flow.stop_requested.set()
+
+    def poll(self) -> None:
+        """Called periodically from the main thread; raises FlowFailed (or ConfigError) only."""
+        try:
+            self._poll()
+        except (FlowFailed, ConfigError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - transient by assumption; logged each time
+            delay = self._failed()
+            log.warning(
+                "flow=%s %s: %s; trying again in %ds",
+                self.flow.flow.name,
+                type(exc).__name__,
+                first_line(str(exc)),
+                delay,
+            )
+            self._give_up_once(str(exc))
+            if self.flow.query is None:
+                self._restart_at = time.monotonic() + delay
+            else:
+                self.flow.scheduler.postpone(delay, REFRESH, CONFIG_SYNC)
+
+    def _poll(self) -> None:
+        flow = self.flow
+        if flow.batches.succeeded:
+            flow.batches.succeeded = False
+            self.failures = 0
+        if self._restart_at is not None:
+            if time.monotonic() >= self._restart_at and not flow.stop_requested.is_set():
+                self._restart_at = None
+                flow.progress.restarts += 1
+                flow.start()
+            return
+        if flow.query is not None and not flow.query.isActive:
+            self._on_query_end()
+            return
+        flow.poll()
+
+    def _on_query_end(self) -> None:
+        flow = self.flow
+        error = flow.take_ended_query()
+        if error is None:
+            flow.finish()
+            return
+        text = str(error)
+        if flow.stop_requested.is_set() and "StopRequested" in text:
+            flow.finished = True
+            return
+        terminal = terminal_message(text)
+        if terminal is not None:
+            raise FlowFailed(terminal)
+        broken = _ENVIRONMENT_ERRORS.search(text)
+        if broken is not None:
+            raise FlowFailed(f"flow={flow.flow.name} cannot run: {broken.group(1)}: {broken.group(2).strip()}")
+        delay = self._failed()
+        self._give_up_once(first_line(text))
+        log.warning(
+            "flow=%s query failed (%s); replaying from the last committed batch in %ds",
+            flow.flow.name,
+            first_line(text),
+            delay,
+        )
+        self._restart_at = time.monotonic() + delay
+
+    def _failed(self) -> int:
+        """Count a failure; the back-off before the next attempt."""
+        self.failures += 1
+        return RESTART_BACKOFF_S[min(self.failures - 1, len(RESTART_BACKOFF_S) - 1)]
+
+    def _give_up_once(self, last: str) -> None:
+        if self.flow.once and self.failures >= ONCE_MAX_FAILURES:
+            raise FlowFailed(f"flow={self.flow.flow.name} failed {self.failures} times in a row: {last}") from None
+
+    def stop(self) -> None:
+        self.flow.close()
+
+
+def first_line(text: str) -> str:
+    """The first line of an error dump that says something (no traceback frame)."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Traceback", "File ")):
+            return re.sub(r"\s+", " ", line)[:300]
+    return text[:300]

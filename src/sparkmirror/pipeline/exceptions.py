@@ -1,0 +1,41 @@
+"""The pipeline's errors: what a task raises when a record cannot be written, what a flow raises
+when it stops for good.
+
+They cross process boundaries (Spark ships a task's exception to the driver as text), so a
+terminal error carries :data:`TERMINAL_MARKER` in its message and every class stays picklable.
+"""
+
+from __future__ import annotations
+
+from sparkmirror.errors import SparkMirrorError
+
+#: Marker the driver looks for in a failed batch's error text.
+TERMINAL_MARKER = "[sparkmirror:terminal]"
+
+
+class WriteError(SparkMirrorError):
+    """A record could not be written; names topic, partition and offset."""
+
+    def __init__(self, message: str, *, terminal: bool) -> None:
+        super().__init__((TERMINAL_MARKER + " " if terminal else "") + message)
+        self.retriable = not terminal
+
+    def __reduce__(self) -> tuple[type[WriteError] | object, ...]:
+        msg = str(self.args[0]).removeprefix(TERMINAL_MARKER + " ")
+        return (_rebuild_write_error, (msg, not self.retriable))
+
+
+def _rebuild_write_error(message: str, terminal: bool) -> WriteError:
+    return WriteError(message, terminal=terminal)
+
+
+class FlowFailed(SparkMirrorError):
+    """A flow stopped on an error that retrying cannot fix."""
+
+
+def terminal_message(error_text: str) -> str | None:
+    """A terminal error's own sentence out of a Spark/Py4J error dump (``None``: not terminal)."""
+    idx = error_text.find(TERMINAL_MARKER)
+    if idx < 0:
+        return None
+    return error_text[idx + len(TERMINAL_MARKER) :].splitlines()[0].strip()

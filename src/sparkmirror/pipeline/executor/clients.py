@@ -1,0 +1,118 @@
+"""The one worker-local cache of Kafka clients.
+
+Spark reuses Python workers across tasks, so a producer or consumer made for one task serves the
+next: that saves a connection set-up (and, exactly-once, an ``init_transactions``) per task and
+partition. A client is cached under its kind, its name, the worker's pid (a forked worker must
+not use its parent's clients), the driver's producer generation and its full configuration, so a
+changed setting makes a new client. A client that failed is forgotten (:func:`forget`) and the
+next task makes a new one.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
+
+from sparkmirror.kafka.retry import retry_kafka
+from sparkmirror.pipeline.executor.plan import WORKER_ID, PartitionKey, WritePlan
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Producer
+
+C = TypeVar("C")
+_CacheKey = tuple[str, ...]
+
+_CLIENTS: dict[_CacheKey, object] = {}
+_LOCK = threading.Lock()
+
+
+def _key(kind: str, name: str, generation: str, conf: Mapping[str, str]) -> _CacheKey:
+    return (kind, name, str(os.getpid()), generation, *sorted(f"{k}={v}" for k, v in conf.items()))
+
+
+def _cached(key: _CacheKey, make: Callable[[], C]) -> C:
+    with _LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = _CLIENTS[key] = make()
+        return client  # type: ignore[return-value]
+
+
+def forget(client: object) -> None:
+    """Drop a client from the cache (it failed, or was fenced): the next task makes a new one."""
+    with _LOCK:
+        for k, v in list(_CLIENTS.items()):
+            if v is client:
+                del _CLIENTS[k]
+
+
+def producer(plan: WritePlan) -> Producer:
+    """The worker's at-least-once producer of this flow and configuration."""
+    from confluent_kafka import Producer
+
+    conf = dict(plan.producer_config)
+    conf.setdefault("client.id", f"sparkmirror-{plan.flow}")
+    return _cached(_key("producer", plan.flow, "", conf), lambda: Producer(conf))
+
+
+def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer:
+    """The worker's producer of one source partition's transactional id, ``init_transactions``-ed.
+
+    When the driver says another worker wrote the partition last (``plan.writers``), that worker's
+    ``init_transactions`` has fenced the producer cached here: it is replaced before use instead of
+    failing the task on its first request.
+    """
+    from confluent_kafka import Producer
+
+    conf = plan.transactional_producer_config(*partition)
+    key = _key("transactional", conf["transactional.id"], plan.producer_generation, conf)
+    if plan.writers.get(partition, WORKER_ID) != WORKER_ID:
+        with _LOCK:
+            stale = _CLIENTS.pop(key, None)
+        if stale is not None:
+            discard_producer(stale)  # type: ignore[arg-type]
+
+    def make() -> Producer:
+        p = Producer(conf)
+        # Fences any earlier producer with this id and completes (aborts) its open transaction,
+        # so the progress read next is stable.
+        retry_kafka(lambda: p.init_transactions(60), what=f"init_transactions({conf['transactional.id']})")
+        return p
+
+    return _cached(key, make)
+
+
+def progress_consumer(plan: WritePlan) -> Consumer:
+    """A target consumer of the flow's progress group (exactly-once)."""
+    from confluent_kafka import Consumer
+
+    conf = plan.progress_consumer_config()
+    return _cached(_key("progress", plan.progress_group, plan.producer_generation, conf), lambda: Consumer(conf))
+
+
+def source_consumer(plan: WritePlan) -> Consumer:
+    """The direct reader's source consumer."""
+    from confluent_kafka import Consumer
+
+    conf = plan.reader_config()
+    return _cached(_key("reader", plan.flow, "", conf), lambda: Consumer(conf))
+
+
+def discard_producer(producer: Producer) -> None:
+    """Forget a producer after a failure and drop what it still queues (the batch is replayed)."""
+    forget(producer)
+    try:
+        producer.purge()
+        producer.flush(0)
+    except Exception:  # noqa: BLE001 - best effort on a failed producer
+        pass
+
+
+def discard_consumer(consumer: Consumer) -> None:
+    forget(consumer)
+    try:
+        consumer.close()
+    except Exception:  # noqa: BLE001 - best effort on a consumer that failed
+        pass

@@ -1,0 +1,201 @@
+"""How a sink's writes become final: at least once, or exactly once in transactions.
+
+:class:`AtLeastOnce` writes every partition through the worker's one producer; a partition is
+done when the target acknowledged every record (or it was dead-lettered, or refused). A failure
+fails the task and Spark replays the batch: duplicates at most.
+
+:class:`Transactional` is exactly-once (KIP-656's idea, on Spark). A source partition is written
+by a producer whose ``transactional.id`` is stable per (flow, source topic, partition), so a
+retried, speculative or zombie attempt of the same range is fenced by ``init_transactions``.
+After that call the progress committed on the target for the partition (the progress group's
+offset on the remote topic: the next upstream offset still to mirror) becomes the partition's
+floor, and the sink skips what lies below it, so a replayed range is written once. Records,
+dead-lettered records, offset-map segments and the new progress (``send_offsets_to_transaction``)
+commit together. The target cluster, not Spark's checkpoint, is the source of truth for progress.
+
+What it must never do: commit while a record of the partition is neither acknowledged nor
+dead-lettered, or commit progress past a record it did not write. Any doubt aborts and fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from sparkmirror.kafka.retry import retry_kafka
+from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.executor import clients
+from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
+from sparkmirror.pipeline.executor.sink import (
+    Commit,
+    PartitionWrite,
+    await_acks,
+    finish_segments,
+    settle_record_failures,
+)
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
+
+log = logging.getLogger(__name__)
+
+#: Partitions whose transactions one task finishes at the same time.
+_MAX_COMMIT_THREADS = 8
+
+
+def commit_for(plan: WritePlan) -> Commit:
+    return Transactional(plan) if plan.exactly_once else AtLeastOnce(plan)
+
+
+class AtLeastOnce:
+    """Every partition through the worker's producer; done when every record is acknowledged."""
+
+    def __init__(self, plan: WritePlan) -> None:
+        self.plan = plan
+        self.producer = clients.producer(plan)
+
+    def producer_for(self, partition: PartitionKey) -> Producer:
+        return self.producer
+
+    def open(self, parts: Sequence[PartitionWrite]) -> None:
+        return None
+
+    def begin(self, w: PartitionWrite) -> None:
+        w.begun = True
+
+    def finish(self, parts: Sequence[PartitionWrite]) -> None:
+        await_acks(self.producer, self.plan, parts)
+        settle_record_failures(self.producer, self.plan, parts)
+        finish_segments(self.plan, parts)
+
+    def abandon(self, parts: Sequence[PartitionWrite]) -> None:
+        # A producer that failed mid-way may hold undelivered records for the replayed batch to
+        # duplicate needlessly; the retry starts afresh.
+        clients.discard_producer(self.producer)
+
+
+class Transactional:
+    """One transaction per source partition; records, segments and progress commit together."""
+
+    def __init__(self, plan: WritePlan) -> None:
+        self.plan = plan
+        self.open_tx: dict[PartitionKey, Producer] = {}
+
+    def producer_for(self, partition: PartitionKey) -> Producer:
+        return clients.transactional_producer(self.plan, partition)
+
+    def open(self, parts: Sequence[PartitionWrite]) -> None:
+        """After ``init_transactions`` (fencing earlier writers): every partition's progress in one request."""
+        progress = committed_progress(self.plan, [(w.remote, w.partition) for w in parts])
+        for w in parts:
+            w.floor = progress[(w.remote, w.partition)]
+
+    def begin(self, w: PartitionWrite) -> None:
+        w.producer.begin_transaction()
+        self.open_tx[(w.topic, w.partition)] = w.producer
+        w.begun = True
+
+    def finish(self, parts: Sequence[PartitionWrite]) -> None:
+        # Each partition's transaction waits on its own round trips (flush, offsets, commit):
+        # finish them side by side, not one after another.
+        if not parts:
+            return
+        workers = max(1, min(len(parts), _MAX_COMMIT_THREADS))
+        failures: list[BaseException] = []
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sparkmirror-commit") as pool:
+            futures = {(w.topic, w.partition): pool.submit(self._finish_one, w) for w in parts}
+            for key, future in futures.items():
+                try:
+                    future.result()
+                    del self.open_tx[key]
+                except BaseException as exc:  # noqa: BLE001 - re-raised below, after every partition settled
+                    failures.append(exc)
+        for other in failures[1:]:
+            log.error("flow=%s %s", self.plan.flow, other)
+        if failures:
+            raise failures[0]
+
+    def _finish_one(self, w: PartitionWrite) -> None:
+        """Wait for the partition's acks, settle refusals, then commit records, segments and progress (or abort)."""
+        producer = w.producer
+        await_acks(producer, self.plan, [w])
+        refused = settle_record_failures(producer, self.plan, [w])
+        if refused:
+            producer.abort_transaction(30)  # the driver stops the flow; nothing of the range commits
+            return
+        finish_segments(self.plan, [w])
+        self._produce_segments(producer, w)
+        self._commit(producer, w)
+
+    def _produce_segments(self, producer: Producer, w: PartitionWrite) -> None:
+        """The offset map's segments for this range, inside the data's transaction."""
+        if not self.plan.offset_map_topic:
+            return
+        now = int(time.time() * 1000)
+        for seg in w.segments:
+            rec = seg.to_record(now)
+            producer.produce(self.plan.offset_map_topic, key=rec.key_bytes(), value=rec.value_bytes())
+
+    def _commit(self, producer: Producer, w: PartitionWrite) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        plan = self.plan
+        group_md = clients.progress_consumer(plan).consumer_group_metadata()
+        position = [TopicPartition(w.remote, w.partition, w.last_offset + 1)]
+        retry_kafka(
+            lambda: producer.send_offsets_to_transaction(position, group_md, 60),
+            what=f"send_offsets_to_transaction({w.remote}[{w.partition}])",
+        )
+        deadline = time.monotonic() + plan.transaction_timeout_ms / 1000
+        while True:
+            try:
+                producer.commit_transaction(60)
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                # Kafka's rule: a retriable commit error (a timeout) is retried as is; one that
+                # requires an abort aborts and replays the range; a fatal one (fenced) never commits.
+                if err.retriable() and time.monotonic() < deadline:
+                    log.warning(
+                        "flow=%s %s[%d] commit_transaction: %s; retrying", plan.flow, w.topic, w.partition, err.str()
+                    )
+                    continue
+                fenced = "FENCED" in err.name() or err.fatal()
+                raise WriteError(
+                    f"flow={plan.flow} {w.topic}[{w.partition}] offsets {w.first_offset}..{w.last_offset}: "
+                    f"transaction not committed ({err.name()}: {err.str()}); "
+                    + ("another writer of this partition took over" if fenced else "the range will be replayed"),
+                    terminal=False,
+                ) from None
+
+    def abandon(self, parts: Sequence[PartitionWrite]) -> None:
+        for producer in self.open_tx.values():
+            try:
+                producer.abort_transaction(30)
+            except Exception:  # noqa: BLE001 - fatal/fenced producers cannot abort; drop them
+                pass
+            clients.forget(producer)
+        self.open_tx.clear()
+
+
+def committed_progress(plan: WritePlan, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The next upstream offset to mirror per (remote topic, partition) (-1: none yet), in one request."""
+    from confluent_kafka import TopicPartition
+
+    consumer = clients.progress_consumer(plan)
+    tps = retry_kafka(
+        lambda: consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=30),
+        what=f"reading progress of {len(partitions)} partitions",
+    )
+    out: dict[tuple[str, int], int] = {}
+    for tp in tps:
+        if tp.error is not None:
+            # Never read an error as "no progress": that would write the range again.
+            raise WriteError(
+                f"flow={plan.flow} cannot read progress of {tp.topic}[{tp.partition}]: {tp.error}", terminal=False
+            )
+        out[(tp.topic, tp.partition)] = int(tp.offset) if tp.offset >= 0 else -1
+    return out

@@ -1,0 +1,111 @@
+"""The write plan: everything a task needs, built on the driver and pickled to the executors.
+
+It holds client configurations with credentials: it is never logged or printed (those fields are
+left out of its repr).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+from sparkmirror.core.naming import reader_group, transactional_id
+from sparkmirror.core.policy import ReplicationPolicy
+
+#: This Python worker, as the result rows name it (exactly-once producers are per worker).
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
+
+#: (upstream start, downstream start, count) of a partition's last offset-map segment.
+Tail = tuple[int, int, int]
+#: (source topic, partition).
+PartitionKey = tuple[str, int]
+
+#: Source consumer settings the direct reader owns: positions come from Spark's plan, never from a group.
+READER_SETTINGS = {
+    "enable.auto.commit": "false",
+    "enable.auto.offset.store": "false",
+    "isolation.level": "read_committed",
+    "auto.offset.reset": "earliest",
+    "enable.partition.eof": "true",
+}
+#: Reader defaults an operator may override with ``A.consumer.*`` (docs/performance.md has the
+#: measurements): larger fetches per partition than librdkafka's 1 MiB, a short fetch wait.
+READER_DEFAULTS = {
+    "max.partition.fetch.bytes": "10485760",
+    "fetch.wait.max.ms": "100",
+}
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """What one micro-batch's tasks write, where, and how they commit."""
+
+    flow: str
+    source_alias: str
+    policy: ReplicationPolicy
+    producer_config: dict[str, str] = field(repr=False)
+    target_alias: str = ""
+    errors_tolerance: str = "none"
+    dead_letter_topic: str = ""
+    flush_timeout_s: float = 300.0
+    #: max.message.bytes of each remote topic, as the target reported it.
+    max_record_bytes: dict[str, int] = field(default_factory=dict)
+    #: Compacted topic on the target holding the offset map's segments.
+    offset_map_topic: str = ""
+    #: Last segment per source partition when the batch was planned: a batch that continues it
+    #: extends it (same key) instead of adding a segment.
+    tails: dict[PartitionKey, Tail] = field(default_factory=dict)
+    #: Exactly-once: records, segments and progress in one transaction per source partition.
+    exactly_once: bool = False
+    #: Group on the target whose committed offsets (on the remote topics) are the flow's source
+    #: progress: the next upstream offset to mirror.
+    progress_group: str = ""
+    #: librdkafka config of a consumer on the target (reads the progress).
+    consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
+    #: librdkafka config of a consumer on the source (the direct reader).
+    source_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
+    transaction_timeout_ms: int = 300_000
+    #: Changes whenever the driver fences the flow's transactional ids, so executors build new
+    #: producers instead of reusing fenced ones.
+    producer_generation: str = ""
+    #: Exactly-once: the worker (:data:`WORKER_ID`) that wrote each source partition last, as the
+    #: driver saw in the result rows; another worker's producer for it has been fenced since.
+    writers: dict[PartitionKey, str] = field(default_factory=dict)
+    #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_RECORDS): the first attempt of
+    #: every task fails after handing this many records to its producers.
+    test_fail_after_records: int = 0
+
+    def remote_topic(self, topic: str) -> str:
+        return self.policy.format_remote_topic(self.source_alias, topic)
+
+    def transactional_id(self, topic: str, partition: int) -> str:
+        """Stable per (flow, source topic, partition): the fencing key."""
+        return transactional_id(self.source_alias, self.target_alias, topic, partition)
+
+    def transactional_producer_config(self, topic: str, partition: int) -> dict[str, str]:
+        """The exactly-once producer of one source partition (also used by the driver to fence)."""
+        conf = dict(self.producer_config)
+        conf["transactional.id"] = self.transactional_id(topic, partition)
+        conf["transaction.timeout.ms"] = str(self.transaction_timeout_ms)
+        conf.setdefault("client.id", f"sparkmirror-{self.flow}")
+        # Connect to the target's brokers at once: with librdkafka's sparse connections,
+        # init_transactions often found no broker up and waited for its 500 ms coordinator timer.
+        conf.setdefault("enable.sparse.connections", "false")
+        return conf
+
+    def reader_config(self) -> dict[str, str]:
+        """The direct reader's source consumer."""
+        conf = {**READER_DEFAULTS, **self.source_consumer_config, **READER_SETTINGS}
+        conf["group.id"] = reader_group(self.flow)  # never joined, never committed to
+        conf.setdefault("client.id", f"sparkmirror-{self.flow}-reader")
+        return conf
+
+    def progress_consumer_config(self) -> dict[str, str]:
+        """A target consumer of the progress group (reads the progress, names the group in transactions)."""
+        return {
+            **self.consumer_config,
+            "group.id": self.progress_group,
+            "enable.auto.commit": "false",
+            "isolation.level": "read_committed",
+        }

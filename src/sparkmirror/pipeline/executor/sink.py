@@ -1,0 +1,495 @@
+"""The sink: writes a task's records to the target and says when they are safe.
+
+Every record a source hands over (:mod:`.sources`) goes to the same partition of the remote topic
+with its key, value, headers and timestamp. The sink keeps, per source partition, which upstream
+offset each produced record had and which downstream offset the target acknowledged, so the
+offset map's segments come out exact. How a partition's writes become final is its
+:class:`Commit` (:mod:`.commit`): at least once (every record acknowledged) or in a transaction.
+
+What it must never do: report a partition as written while one of its records is neither
+acknowledged by the target nor (``errors.tolerance=all``) written to the dead-letter topic.
+Every other outcome raises, or (a record the target refuses for good) is returned as the
+partition's refusal, and the micro-batch is not committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from sparkmirror.core.offsetmap import Segment, segments_from_offsets
+from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.executor.plan import WORKER_ID, PartitionKey, WritePlan
+from sparkmirror.pipeline.executor.results import PartitionResult
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message, Producer
+
+log = logging.getLogger(__name__)
+
+Headers = list[tuple[str, str | bytes | None]]
+#: One source record: (upstream offset, key, value, timestamp in ms or 0 for none, headers).
+Record = tuple[int, bytes | None, bytes | None, int, Headers | None]
+
+# Kafka's record batch header is 61 bytes; a record adds a few varints and its attributes.
+# Over-estimating by a little only moves the edge case from the broker's refusal to ours, which is
+# cheaper and names the offset.
+_BATCH_OVERHEAD = 61
+_RECORD_OVERHEAD = 21
+_HEADER_OVERHEAD = 10
+
+# librdkafka error names that reject one record for good: retrying the same record cannot
+# succeed. Everything else fails the batch, which is replayed.
+RECORD_ERRORS = frozenset(
+    {
+        "MSG_SIZE_TOO_LARGE",
+        "_MSG_SIZE_TOO_LARGE",
+        "RECORD_LIST_TOO_LARGE",
+        "INVALID_RECORD",
+        "INVALID_TIMESTAMP",
+        "CORRUPT_MESSAGE",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        "POLICY_VIOLATION",
+    }
+)
+_AUTHORIZATION = frozenset({"TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"})
+
+# Kafka Connect's dead-letter header names, so existing tooling reads them.
+DLQ_HEADER_PREFIX = "__connect.errors."
+
+#: Delivery reports are served every this many records handed to a producer.
+_POLL_EVERY = 1024
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
+    """An upper estimate of a record's size in a batch of its own, in bytes."""
+    size = _BATCH_OVERHEAD + _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for hk, hv in headers or ():
+        size += _HEADER_OVERHEAD + len(hk.encode()) + (len(hv) if hv else 0)
+    return size
+
+
+#: A record the target refused for good: (upstream offset, the record, reason).
+RecordFailure = tuple[int, Record, str]
+
+
+class PartitionWrite:
+    """One source partition's records within one task: what was produced and acknowledged."""
+
+    __slots__ = (
+        "topic",
+        "remote",
+        "partition",
+        "producer",
+        "limit",
+        "floor",
+        "begun",
+        "skipped",
+        "bytes",
+        "first_offset",
+        "last_offset",
+        "failure",
+        "record_failures",
+        "local_refusals",
+        "dead_lettered",
+        "max_ts",
+        "refusal",
+        "sent",
+        "failed",
+        "ds",
+        "segments",
+    )
+
+    def __init__(self, topic: str, remote: str, partition: int, producer: Producer, limit: int | None) -> None:
+        self.topic = topic
+        self.remote = remote
+        self.partition = partition
+        self.producer = producer
+        #: max.message.bytes of the remote topic (None: unknown).
+        self.limit = limit
+        #: Records below this upstream offset are already on the target (exactly-once progress).
+        self.floor = -1
+        #: The commit has begun this partition's writes (exactly-once: its transaction is open).
+        self.begun = False
+        #: Records below ``floor`` handed over again and not written.
+        self.skipped = 0
+        self.bytes = 0
+        self.first_offset = -1
+        self.last_offset = -1
+        #: The first delivery failure that fails the batch: (upstream, error name, text).
+        self.failure: tuple[int, str, str] | None = None
+        self.record_failures: list[RecordFailure] = []
+        #: Records refused before they reached the producer (size, a local check).
+        self.local_refusals = 0
+        self.dead_lettered = 0
+        self.max_ts = -1
+        #: A terminal refusal (errors.tolerance=none): the driver stops the flow.
+        self.refusal: str | None = None
+        #: Upstream offset of every record handed to the producer, in produce order.
+        self.sent: list[int] = []
+        #: Indexes into ``sent`` of the records whose delivery failed.
+        self.failed: list[int] = []
+        #: Target offset of every acknowledged record, in report (= produce) order.
+        self.ds: list[int] = []
+        #: Offset-map segments of what this task wrote (see :func:`finish_segments`).
+        self.segments: list[Segment] = []
+
+    @property
+    def records(self) -> int:
+        return len(self.sent) + self.local_refusals
+
+    @property
+    def first_target(self) -> int:
+        return self.ds[0] if self.ds else -1
+
+    @property
+    def last_target(self) -> int:
+        return self.ds[-1] if self.ds else -1
+
+    @property
+    def pending(self) -> int:
+        """Records handed to the producer whose delivery report has not arrived yet."""
+        return len(self.sent) - len(self.ds) - len(self.failed)
+
+    def acknowledged(self) -> list[int]:
+        """Upstream offsets of the acknowledged records, paired index by index with ``ds``."""
+        if not self.failed:
+            return self.sent[: len(self.ds)]
+        failed = set(self.failed)
+        return [u for i, u in enumerate(self.sent) if i not in failed]
+
+    def delivered(self, err: KafkaError | None, msg: Message) -> None:
+        """The producer's delivery report for this partition's next record (the hot path).
+
+        librdkafka reports the records of one partition in the order they were produced (the
+        idempotent producer keeps that order through retries), so the n-th report belongs to
+        ``sent[n]``: one bound method serves every record and a success costs one append.
+        :func:`check_report_order` verifies the assumption on every task: offsets the target
+        assigned must rise in report order.
+        """
+        if err is None:
+            self.ds.append(msg.offset())  # type: ignore[arg-type]
+        else:
+            self._failed(err, msg)
+
+    def _failed(self, err: KafkaError, msg: Message) -> None:
+        index = len(self.ds) + len(self.failed)
+        self.failed.append(index)
+        upstream = self.sent[index]
+        name = err.name()
+        if name in RECORD_ERRORS:
+            ts = msg.timestamp()[1]
+            record: Record = (upstream, msg.key(), msg.value(), ts if ts > 0 else 0, msg.headers())  # type: ignore[assignment]
+            self.record_failures.append((upstream, record, f"{name}: {err.str()}"))
+        elif self.failure is None or upstream < self.failure[0]:
+            self.failure = (upstream, name, err.str())
+
+    def result(self) -> PartitionResult:
+        return PartitionResult(
+            topic=self.topic,
+            partition=self.partition,
+            records=self.records,
+            bytes=self.bytes,
+            first_offset=self.first_offset,
+            last_offset=self.last_offset,
+            first_target_offset=self.first_target,
+            last_target_offset=self.last_target,
+            dead_lettered=self.dead_lettered,
+            max_timestamp_ms=self.max_ts,
+            error=self.refusal,
+            segments=tuple((g.upstream_start, g.downstream_start, g.count) for g in self.segments),
+            writer=WORKER_ID,
+        )
+
+
+class Commit(Protocol):
+    """How a sink's partitions become final: at least once, or in transactions (:mod:`.commit`)."""
+
+    def producer_for(self, partition: PartitionKey) -> Producer:
+        """The producer that writes this source partition."""
+
+    def open(self, parts: Sequence[PartitionWrite]) -> None:
+        """Ready the partitions before their first record (exactly-once: fence, read progress into ``floor``)."""
+
+    def begin(self, w: PartitionWrite) -> None:
+        """Just before the partition's first record is produced."""
+
+    def finish(self, parts: Sequence[PartitionWrite]) -> None:
+        """Make every begun partition's writes final, or raise."""
+
+    def abandon(self, parts: Sequence[PartitionWrite]) -> None:
+        """After a failure: leave nothing half-written behind (abort, forget failed clients)."""
+
+
+class Sink:
+    """Writes one task's records to the target; :meth:`close` returns what was written."""
+
+    def __init__(self, plan: WritePlan, commit: Commit) -> None:
+        self.plan = plan
+        self.commit = commit
+        self.parts: dict[PartitionKey, PartitionWrite] = {}
+
+    def open(self, partitions: Iterable[PartitionKey]) -> dict[PartitionKey, int]:
+        """Ready these source partitions; returns each one's floor: records below it are already
+        on the target and are not written again (-1: none)."""
+        new = []
+        for key in partitions:
+            if key in self.parts:
+                continue
+            topic, partition = key
+            remote = self.plan.remote_topic(topic)
+            w = PartitionWrite(
+                topic, remote, partition, self.commit.producer_for(key), self.plan.max_record_bytes.get(remote)
+            )
+            self.parts[key] = w
+            new.append(w)
+        if new:
+            self.commit.open(new)
+        return {key: w.floor for key, w in self.parts.items()}
+
+    def write(self, key: PartitionKey, records: Iterable[Record]) -> None:
+        """Hand one source partition's records, in offset order, to its producer (acks come later)."""
+        w = self.parts.get(key)
+        if w is None:
+            self.open([key])
+            w = self.parts[key]
+        floor = w.floor
+        limit = w.limit
+        quick = (limit if limit is not None else 0) - _BATCH_OVERHEAD - _RECORD_OVERHEAD
+        producer = w.producer
+        produce = producer.produce
+        on_delivery = w.delivered
+        remote = w.remote
+        partition = w.partition
+        sent = w.sent
+        written = w.bytes
+        max_ts = w.max_ts
+        last = w.last_offset
+        for record in records:
+            offset, key_, value, ts, headers = record
+            if offset <= last:
+                continue  # handed over again
+            if offset < floor:
+                w.skipped += 1  # already on the target (exactly-once progress)
+                continue
+            if not w.begun:
+                self.commit.begin(w)
+                w.first_offset = offset
+            last = offset
+            n = (len(key_) if key_ is not None else 0) + (len(value) if value is not None else 0)
+            written += n
+            if ts > max_ts:
+                max_ts = ts
+            if limit is not None:
+                # A cheap upper bound of record_size first (a header name's UTF-8 is at most 4
+                # bytes a character); the exact estimate only for records near the limit.
+                bound = n
+                if headers:
+                    for hk, hv in headers:
+                        bound += _HEADER_OVERHEAD + 4 * len(hk) + (len(hv) if hv is not None else 0)
+                if bound > quick and record_size(key_, value, headers) > limit:
+                    # The target would refuse it, and every record batched with it: settle it on its own.
+                    reason = f"MSG_SIZE_TOO_LARGE: larger than max.message.bytes={limit}"
+                    w.record_failures.append((offset, record, reason))
+                    w.local_refusals += 1
+                    continue
+            while True:
+                try:
+                    produce(
+                        remote, value, key_, partition=partition, timestamp=ts, headers=headers, on_delivery=on_delivery
+                    )
+                    sent.append(offset)
+                    break
+                except BufferError:
+                    producer.poll(0.05)  # the local queue is full: serve delivery reports until it fits
+                except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
+                    self._local_refusal(w, exc, record)
+                    break
+            if (len(sent) & (_POLL_EVERY - 1)) == 0:
+                producer.poll(0)
+        w.bytes = written
+        w.max_ts = max_ts
+        w.last_offset = last
+        producer.poll(0)
+        if self.plan.test_fail_after_records:
+            self._test_hook_fail()
+
+    def _local_refusal(self, w: PartitionWrite, exc: Exception, record: Record) -> None:
+        """A record the producer refused before sending: settled if it is a record error, else raises."""
+        from confluent_kafka import KafkaError
+
+        err = exc.args[0] if exc.args else None
+        name = err.name() if isinstance(err, KafkaError) else type(exc).__name__
+        if name in RECORD_ERRORS:
+            w.record_failures.append((record[0], record, f"{name}: {exc}"))
+            w.local_refusals += 1
+            return
+        raise WriteError(
+            f"flow={self.plan.flow} {w.topic}[{w.partition}] offset={record[0]}: cannot produce to "
+            f"{w.remote}[{w.partition}]: {exc}",
+            terminal=False,
+        ) from None
+
+    def close(self) -> list[PartitionResult]:
+        """Wait until every record is final (see :class:`Commit`); one result per partition written."""
+        self.commit.finish([w for w in self.parts.values() if w.begun])
+        for w in self.parts.values():
+            if w.skipped:
+                log.info(
+                    "flow=%s %s[%d] skipped %d records already committed on the target (progress=%d)",
+                    self.plan.flow,
+                    w.topic,
+                    w.partition,
+                    w.skipped,
+                    w.floor,
+                )
+        # Every opened partition has a row, also one with nothing new: it names the worker whose
+        # producer now holds the partition's transactional id (the driver's ``writers``).
+        return [w.result() for w in self.parts.values()]
+
+    def abandon(self) -> None:
+        self.commit.abandon(list(self.parts.values()))
+
+    def _test_hook_fail(self) -> None:
+        """TEST HOOK: fail the first attempt of a task once it has handed enough records to its producers."""
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        written = sum(len(w.sent) for w in self.parts.values())
+        if ctx is not None and ctx.attemptNumber() == 0 and written >= self.plan.test_fail_after_records:
+            for w in self.parts.values():
+                w.producer.flush(30)
+            raise RuntimeError(f"injected task failure after {written} records (test hook)")
+
+
+def check_report_order(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None:
+    """Offsets the target assigned to one producer's records of a partition rise in produce order;
+    if the delivery reports disagree, pairing them with upstream offsets would corrupt the offset
+    map: fail the batch (it is replayed) instead."""
+    for w in parts:
+        ds = w.ds
+        if any(b <= a for a, b in zip(ds, ds[1:], strict=False)):
+            raise WriteError(
+                f"flow={plan.flow} {w.topic}[{w.partition}] offsets {w.first_offset}..{w.last_offset}: "
+                f"delivery reports for {w.remote}[{w.partition}] arrived out of produce order; "
+                "the batch will be replayed",
+                terminal=False,
+            )
+
+
+def await_acks(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWrite]) -> None:
+    """Wait until the target acknowledged every record of ``parts``; a failed delivery fails the batch."""
+    deadline = time.monotonic() + plan.flush_timeout_s
+    while True:
+        remaining = producer.flush(1.0)
+        if remaining == 0 and all(w.pending <= 0 for w in parts):
+            break
+        if time.monotonic() > deadline:
+            raise WriteError(
+                f"flow={plan.flow}: {remaining} records not acknowledged by the target within "
+                f"{plan.flush_timeout_s:.0f}s",
+                terminal=False,
+            )
+    for w in parts:
+        if w.failure is not None:
+            upstream, name, text = w.failure
+            raise WriteError(
+                f"flow={plan.flow} {w.topic}[{w.partition}] offset={upstream}: delivery to "
+                f"{w.remote}[{w.partition}] failed ({name}: {text}); the batch will be replayed",
+                terminal=False,
+            )
+
+
+def settle_record_failures(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWrite]) -> bool:
+    """Records the target refused for good: dead-letter them, or report the refusal.
+
+    Returns True when a refusal was recorded (``PartitionWrite.refusal``): the task then returns
+    normally with the refusal in its result, and the driver stops the flow without committing the
+    batch. Raising instead would make Spark retry the task, rewriting its range up to four times.
+    """
+    failures = [(w, f) for w in parts for f in sorted(w.record_failures, key=lambda f: f[0])]
+    if not failures:
+        return False
+    if plan.errors_tolerance != "all":
+        w, (upstream, _record, reason) = failures[0]
+        hint = (
+            "check the principal's ACLs on the target"
+            if any(a in reason for a in _AUTHORIZATION)
+            else "raise the target's max.message.bytes / the producer's max.request.size, "
+            "or set errors.tolerance=all to send such records to the dead-letter topic"
+        )
+        w.refusal = (
+            f"flow={plan.flow} {w.topic}[{w.partition}] offset={upstream}: the target refused the record "
+            f"for {w.remote}[{w.partition}] ({reason}); {hint}"
+        )
+        return True
+    dlq_errors: list[str] = []
+    for w, (upstream, record, reason) in failures:
+        _offset, key, value, ts, hdrs = record
+        meta: Headers = [
+            (DLQ_HEADER_PREFIX + "topic", w.topic.encode()),
+            (DLQ_HEADER_PREFIX + "partition", str(w.partition).encode()),
+            (DLQ_HEADER_PREFIX + "offset", str(upstream).encode()),
+            (DLQ_HEADER_PREFIX + "exception.message", reason.encode()),
+            (DLQ_HEADER_PREFIX + "remote.topic", w.remote.encode()),
+        ]
+        dl_value = value
+        if "SIZE_TOO_LARGE" in reason or "LIST_TOO_LARGE" in reason:
+            # The value itself is what the target refused; keep its size and where to find it on
+            # the source instead.
+            dl_value = None
+            meta.append((DLQ_HEADER_PREFIX + "value.omitted.bytes", str(len(value or b"")).encode()))
+
+        def on_dl(err: KafkaError | None, _msg: Message, _u: int = upstream, _w: PartitionWrite = w) -> None:
+            if err is not None:
+                dlq_errors.append(f"{_w.topic}[{_w.partition}] offset={_u}: {err.str()}")
+
+        producer.produce(
+            plan.dead_letter_topic,
+            value=dl_value,
+            key=key,
+            timestamp=ts,
+            headers=(hdrs or []) + meta,
+            on_delivery=on_dl,
+        )
+        w.dead_lettered += 1
+        log.warning(
+            "flow=%s %s[%d] offset=%d sent to dead-letter topic %s: %s",
+            plan.flow,
+            w.topic,
+            w.partition,
+            upstream,
+            plan.dead_letter_topic,
+            reason,
+        )
+    remaining = producer.flush(plan.flush_timeout_s)
+    if remaining or dlq_errors:
+        raise WriteError(
+            f"flow={plan.flow}: could not write to dead-letter topic {plan.dead_letter_topic}: "
+            + ("; ".join(dlq_errors[:3]) or f"{remaining} records unacknowledged"),
+            terminal=False,
+        )
+    return False
+
+
+def finish_segments(plan: WritePlan, parts: Sequence[PartitionWrite]) -> None:
+    """Turn each partition's acknowledged (upstream, downstream) pairs into segments."""
+    check_report_order(plan, parts)
+    for w in parts:
+        us = w.acknowledged()
+        if not us:
+            w.segments = []
+            continue
+        order = sorted(range(len(us)), key=us.__getitem__)
+        segs = segments_from_offsets(w.topic, w.partition, [us[i] for i in order], [w.ds[i] for i in order])
+        tail = plan.tails.get((w.topic, w.partition))
+        if segs and tail is not None:
+            u0, d0, n0 = tail
+            first = segs[0]
+            if u0 + n0 == first.upstream_start and d0 + n0 == first.downstream_start:
+                segs[0] = Segment(w.topic, w.partition, u0, d0, n0 + first.count)
+        w.segments = segs

@@ -1,0 +1,67 @@
+"""The driver's scheduler and the task results' one definition, without Spark or a broker."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from sparkmirror.pipeline.driver.scheduler import Scheduler
+from sparkmirror.pipeline.executor.results import RESULT_SCHEMA, PartitionResult, arrow_batches, arrow_schema
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_chores_run_when_due_and_every_interval_after() -> None:
+    clock, ran = Clock(), []
+    s = Scheduler(clock)
+    s.every("a", 10, lambda: ran.append("a"), now=True)
+    s.every("b", 5, lambda: ran.append("b"))
+    assert s.run_due() == ["a"]
+    clock.now += 5
+    assert s.run_due() == ["b"]
+    clock.now += 5
+    assert s.run_due() == ["a", "b"]
+    assert s.run_due() == []
+
+
+def test_postpone_moves_only_the_chores_named() -> None:
+    clock, ran = Clock(), []
+    s = Scheduler(clock)
+    s.every("refresh", 1, lambda: ran.append("refresh"), now=True)
+    s.every("checkpoints", 1, lambda: ran.append("checkpoints"), now=True)
+    s.postpone(30, "refresh")
+    assert s.run_due() == ["checkpoints"]
+    clock.now += 31
+    assert s.run_due() == ["refresh", "checkpoints"]
+
+
+def test_a_failing_chore_is_not_run_again_before_its_next_turn() -> None:
+    clock = Clock()
+    s = Scheduler(clock)
+    calls = []
+
+    def boom() -> None:
+        calls.append(1)
+        raise RuntimeError("cluster down")
+
+    s.every("c", 10, boom, now=True)
+    for _ in range(2):
+        try:
+            s.run_due()
+        except RuntimeError:
+            pass
+    assert calls == [1]
+
+
+def test_result_rows_round_trip_through_arrow_with_the_schema_spark_is_given() -> None:
+    r = PartitionResult("t", 3, 10, 100, 5, 14, 0, 9, 0, 1_700_000_000_000, None, ((5, 0, 10),), "host:1")
+    (batch,) = list(arrow_batches([r]))
+    assert batch.schema == arrow_schema()
+    assert [f.name for f in batch.schema] == [part.split(" ")[0] for part in RESULT_SCHEMA.split(", ")]
+    assert batch.schema.field("partition").type == pa.int32()
+    assert PartitionResult.from_row(batch.to_pylist()[0]) == r

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sparkmirror.config import load_config
 from sparkmirror.core.naming import is_own_group, offset_map_topic, progress_group, transactional_id
-from sparkmirror.kafka.flowclients import FlowClients
+from sparkmirror.errors import ConfigError
+from sparkmirror.kafka.flowclients import ClusterClients, FlowClients
 
 PROPS = """
 clusters = A, B
@@ -18,9 +21,9 @@ A.consumer.fetch.min.bytes = 1
 """
 
 
-def _flow(tmp_path):  # type: ignore[no-untyped-def]
+def _flow(tmp_path, extra: str = ""):  # type: ignore[no-untyped-def]
     path = tmp_path / "mm2.properties"
-    path.write_text(PROPS)
+    path.write_text(PROPS + extra)
     return load_config(path).flows[0]
 
 
@@ -38,6 +41,24 @@ def test_flow_clients_build_every_role_once(tmp_path) -> None:  # type: ignore[n
 def test_flow_clients_repr_shows_no_secret(tmp_path) -> None:  # type: ignore[no-untyped-def]
     clients = FlowClients(_flow(tmp_path))
     assert "s3cr3t" not in repr(clients) and "s3cr3t" not in str(clients)
+
+
+def test_flow_clients_build_a_setting_on_first_use_and_validate_builds_them_all(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # A read-only caller (translate) builds only what it reads; the run refuses a bad setting before Spark starts.
+    clients = FlowClients(_flow(tmp_path, "A.producer.acks = 1\n"))
+    assert clients.target_consumer["bootstrap.servers"] == "b:9092"
+    with pytest.raises(ConfigError) as refused:
+        clients.validate()
+    assert refused.value.key == "A.producer.acks"
+
+
+def test_cluster_clients_quiet_and_repr_shows_no_secret(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cluster = _flow(tmp_path).target_cluster
+    quiet = ClusterClients(cluster, quiet=True)
+    assert quiet.consumer["log_level"] == quiet.admin_config["log_level"] == "3"
+    assert "log_level" not in ClusterClients(cluster).consumer
+    assert quiet.consumer["sasl.password"] == "s3cr3t-pw"
+    assert repr(quiet) == "ClusterClients(B)" and "s3cr3t" not in str(quiet)
 
 
 def test_naming_rules() -> None:

@@ -162,7 +162,7 @@ class FlowRunner:
         self.clients = clients = FlowClients(flow)
         self.source_admin = clients.source_admin
         self.target_admin = clients.target_admin
-        self.topics = TopicSync(flow, self.source_admin, self.target_admin)
+        self.topics = TopicSync(clients)
         self.base_producer_config = clients.target_producer
         self.plan = WritePlan(
             flow=flow.name,
@@ -180,25 +180,8 @@ class FlowRunner:
             transaction_timeout_ms=flow.spark.transaction_timeout_ms,
             test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),
         )
-        internal_producer = clients.internal_producer
-        self.store = OffsetMapStore(
-            flow,
-            self.target_admin,
-            internal_producer,
-            clients.target_consumer,
-            source_admin=self.source_admin,
-            source_producer_conf=clients.source_producer,
-        )
-        self.checkpoints = CheckpointEmitter(
-            flow,
-            self.source_admin,
-            self.target_admin,
-            self.store,
-            internal_producer,
-            clients.target_consumer,
-            internal_groups={progress_group(flow.source, flow.target)},
-            source_consumer_conf=clients.source_consumer,
-        )
+        self.store = OffsetMapStore(clients)
+        self.checkpoints = CheckpointEmitter(clients, self.store)
         self._next_checkpoint = 0.0
         self._next_group_sync = 0.0
         self._internal_ready = False

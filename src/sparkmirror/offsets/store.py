@@ -12,6 +12,9 @@ Rules: nothing is translated before the topic was read to its end (the
 in-memory map refuses until :meth:`OffsetMapStore.load` marks it loaded);
 segments whose downstream range fell below the target partition's log start
 offset are pruned with tombstones, so storage follows retained data.
+
+It holds the map only: MM2's offset syncs are written by
+:class:`sparkmirror.offsets.syncs.OffsetSyncWriter`.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from sparkmirror.config.model import FlowConfig
-from sparkmirror.core.formats import OffsetSegment, OffsetSync
+from sparkmirror.core.formats import OffsetSegment
 from sparkmirror.core.naming import offset_map_topic
 from sparkmirror.core.offsetmap import OffsetMap, Segment, Translation
 from sparkmirror.kafka.flowclients import FlowClients
@@ -31,7 +34,6 @@ from sparkmirror.kafka.internal import COMPACTED, ensure_topic, produce_durably,
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +81,6 @@ class OffsetMapStore:
         #: Serialises writes and tombstones, so a prune cannot land after an extension.
         self._write_lock = threading.Lock()
         self._producer: Producer | None = None
-        # MM2-format offset syncs for tools that read them (emit.offset-syncs.enabled).
-        self._sync_producer: Producer | None = None
 
     # -- set-up ---------------------------------------------------------------
     def ensure_topic(self) -> None:
@@ -91,14 +91,6 @@ class OffsetMapStore:
             config=COMPACTED,
             purpose=f"offset map of flow {self.flow.name}",
         )
-        if self._offset_syncs_enabled():
-            ensure_topic(
-                self._offset_syncs_admin(),
-                self.offset_syncs_topic(),
-                replication_factor=(self.flow.offset_syncs_topic_replication_factor),
-                config=COMPACTED,
-                purpose=f"MM2 offset syncs of flow {self.flow.name}",
-            )
 
     def load(self) -> int:
         """Read the topic to its end into memory; only then may translation run."""
@@ -140,7 +132,6 @@ class OffsetMapStore:
             self._producer = Producer({**self.clients.internal_producer, "linger.ms": "5"})
         now = int(time.time() * 1000)
         records = [seg.to_record(now) for seg in segments]
-        self.emit_offset_syncs(segments)
         produce_durably(
             self._producer,
             self.topic,
@@ -184,39 +175,6 @@ class OffsetMapStore:
         with self._lock:
             return self.map.reverse_translate(topic, partition, downstream_offset)
 
-    # -- MM2 offset syncs ------------------------------------------------------
-    def _offset_syncs_enabled(self) -> bool:
-        return self.flow.emit_offset_syncs_enabled
-
-    def offset_syncs_topic(self) -> str:
-        # MM2 names it after the *target* cluster: mm2-offset-syncs.<target>.internal
-        return self.flow.policy.offset_syncs_topic(self.flow.target)
-
-    def _offset_syncs_location_is_source(self) -> bool:
-        return self.flow.offset_syncs_topic_location == "source"
-
-    def _offset_syncs_admin(self) -> AdminClient:
-        if self._offset_syncs_location_is_source():
-            return self.clients.source_admin
-        return self.clients.target_admin
-
-    def emit_offset_syncs(self, segments: Iterable[Segment]) -> None:
-        """One MM2 OffsetSync per segment start: where a run of 1:1 offsets begins."""
-        if not self._offset_syncs_enabled():
-            return
-        conf = (
-            self.clients.source_producer if self._offset_syncs_location_is_source() else self.clients.internal_producer
-        )
-        if self._sync_producer is None:
-            from confluent_kafka import Producer
-
-            self._sync_producer = Producer({**conf, "linger.ms": "5"})
-        for seg in segments:
-            sync = OffsetSync(seg.topic, seg.partition, seg.upstream_start, seg.downstream_start)
-            self._sync_producer.produce(self.offset_syncs_topic(), key=sync.key_bytes(), value=sync.value_bytes())
-        self._sync_producer.poll(0)
-
     def close(self) -> None:
-        for producer, what in ((self._producer, self.topic), (self._sync_producer, self.offset_syncs_topic())):
-            if producer is not None and producer.flush(10):
-                log.warning("flow=%s records for %s were not delivered before shutdown", self.flow.name, what)
+        if self._producer is not None and self._producer.flush(10):
+            log.warning("flow=%s records for %s were not delivered before shutdown", self.flow.name, self.topic)

@@ -42,6 +42,7 @@ from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore
+from sparkmirror.offsets.syncs import OffsetSyncWriter
 from sparkmirror.pipeline.copier import copy_task
 from sparkmirror.pipeline.ranges import planned_ranges
 from sparkmirror.pipeline.writer import (
@@ -181,6 +182,7 @@ class FlowRunner:
             test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),
         )
         self.store = OffsetMapStore(clients)
+        self.syncs = OffsetSyncWriter(clients)
         self.checkpoints = CheckpointEmitter(clients, self.store)
         self._next_checkpoint = 0.0
         self._next_group_sync = 0.0
@@ -211,6 +213,7 @@ class FlowRunner:
             self._identity_checked = True
         if not self._internal_ready:
             self.store.ensure_topic()
+            self.syncs.ensure_topic()
             if self.flow.emit_checkpoints_enabled or self.flow.sync_group_offsets_enabled:
                 self.checkpoints.ensure_topic()
                 self.checkpoints.restore()
@@ -424,8 +427,9 @@ class FlowRunner:
             ]
             if plan.exactly_once:
                 self.store.apply(segments)  # already committed with the data
-                self.store.emit_offset_syncs(segments)
+                self.syncs.emit(segments)
             else:
+                self.syncs.emit(segments)
                 self.store.write(segments)  # durable before Spark commits the batch
             copied = time.monotonic()
             self._writers.update({(r["topic"], r["partition"]): r["writer"] for r in rows})
@@ -799,6 +803,7 @@ class Mirror:
             for r in self.runners:
                 r.stop()
                 r.store.close()
+                r.syncs.close()
             if heartbeats is not None:
                 heartbeats.close()
         return self.runners

@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmirror.config import load_config
+from sample_configs import SECURED_TARGET, load_props
 from sparkmirror.errors import ConfigError
 from sparkmirror.failover.plan import Cluster
 
-PROPS = """
-clusters = A, B
-A.bootstrap.servers = a:9092
-B.bootstrap.servers = b:9092
-A->B.enabled = true
-B.sasl.mechanism = PLAIN
-B.security.protocol = SASL_PLAINTEXT
-B.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="s3cr3t-pw";
-"""
-
 
 def _config(tmp_path):  # type: ignore[no-untyped-def]
-    path = tmp_path / "mm2.properties"
-    path.write_text(PROPS)
-    return load_config(path)
+    return load_props(tmp_path, SECURED_TARGET)
 
 
 def test_failover_cluster_repr_shows_no_secret(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -4,27 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmirror.config import load_config
+from sample_configs import SECURED_TARGET, load_props
 from sparkmirror.core.naming import is_own_group, offset_map_topic, progress_group, transactional_id
 from sparkmirror.errors import ConfigError
 from sparkmirror.kafka.flowclients import ClusterClients, FlowClients
 
-PROPS = """
-clusters = A, B
-A.bootstrap.servers = a:9092
-B.bootstrap.servers = b:9092
-A->B.enabled = true
-B.sasl.mechanism = PLAIN
-B.security.protocol = SASL_PLAINTEXT
-B.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="s3cr3t-pw";
-A.consumer.fetch.min.bytes = 1
-"""
-
 
 def _flow(tmp_path, extra: str = ""):  # type: ignore[no-untyped-def]
-    path = tmp_path / "mm2.properties"
-    path.write_text(PROPS + extra)
-    return load_config(path).flows[0]
+    return load_props(tmp_path, SECURED_TARGET + extra).flows[0]
 
 
 def test_flow_clients_build_every_role_once(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sparkmirror.config import load_config
+from sample_configs import load_props
 from sparkmirror.core.offsetmap import Segment
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.offsets.syncs import OffsetSyncWriter
@@ -40,9 +40,7 @@ class _Recording(FlowClients):
 
 
 def _clients(tmp_path, extra: str = "") -> _Recording:  # type: ignore[no-untyped-def]
-    path = tmp_path / "mm2.properties"
-    path.write_text(PROPS + extra)
-    return _Recording(load_config(path).flows[0])
+    return _Recording(load_props(tmp_path, PROPS + extra).flows[0])
 
 
 def test_offset_syncs_are_kept_on_the_source_by_default(tmp_path) -> None:  # type: ignore[no-untyped-def]

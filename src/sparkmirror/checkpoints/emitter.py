@@ -18,47 +18,49 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkmirror.core.checkpoints import CheckpointState, group_offset_sync_decision
 from sparkmirror.core.formats import Checkpoint
 from sparkmirror.core.naming import is_own_group
+from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets, committed_positions
 from sparkmirror.kafka.internal import COMPACTED, ensure_topic, produce_durably, read_to_end
 from sparkmirror.offsets.store import OffsetMapStore
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
 
 log = logging.getLogger(__name__)
 
 
 class CheckpointEmitter:
+    """Checkpoints and group offset sync of one flow.
+
+    ``internal_groups``: source groups never checkpointed besides the mirror's own
+    (:func:`sparkmirror.core.naming.is_own_group`), which are always left out.
+    """
+
     def __init__(
         self,
-        flow: Any,
-        source_admin: Any,
-        target_admin: Any,
+        clients: FlowClients,
         store: OffsetMapStore,
-        producer_conf: dict[str, str],
-        consumer_conf: dict[str, str],
-        internal_groups: set[str],
-        source_consumer_conf: dict[str, str],
+        *,
+        internal_groups: frozenset[str] = frozenset(),
     ) -> None:
-        self.flow = flow
-        self.source_admin = source_admin
-        self.target_admin = target_admin
+        self.clients = clients
+        self.flow = flow = clients.flow
         self.store = store
-        self.producer_conf = producer_conf
-        self.consumer_conf = consumer_conf
         self.internal_groups = internal_groups
-        self.source_consumer_conf = source_consumer_conf
-        self.topic = str(flow.policy.checkpoints_topic(flow.source))
+        self.topic = flow.policy.checkpoints_topic(flow.source)
         self.state = CheckpointState()
-        self._producer: Any = None
+        self._producer: Producer | None = None
         #: Last translated position per (group, remote topic, partition), for the group sync.
         self.latest: dict[tuple[str, str, int], int] = {}
 
     def ensure_topic(self) -> None:
         ensure_topic(
-            self.target_admin,
+            self.clients.target_admin,
             self.topic,
             replication_factor=self.flow.checkpoints_topic_replication_factor,
             config=COMPACTED,
@@ -67,8 +69,8 @@ class CheckpointEmitter:
 
     def restore(self) -> int:
         """Read back what earlier runs emitted; required before emitting."""
-        previous = []
-        for key, value in read_to_end(self.consumer_conf, self.topic):
+        previous: list[Checkpoint] = []
+        for key, value in read_to_end(self.clients.target_consumer, self.topic):
             if key is None or value is None:
                 continue
             previous.append(Checkpoint.decode(key, value))
@@ -80,7 +82,7 @@ class CheckpointEmitter:
 
     # -- source groups -------------------------------------------------------
     def source_groups(self) -> list[str]:
-        result = self.source_admin.list_consumer_groups(request_timeout=30).result()
+        result = self.clients.source_admin.list_consumer_groups(request_timeout=30).result()
         names = sorted(g.group_id for g in result.valid)
         return [
             g
@@ -100,7 +102,7 @@ class CheckpointEmitter:
         partitions = [(t, p) for t, n in sorted(mirrored.items()) for p in range(n)]
         for group in self.source_groups():
             try:
-                positions = committed_positions(self.source_consumer_conf, group, partitions, timeout_s=10)
+                positions = committed_positions(self.clients.source_consumer, group, partitions, timeout_s=10)
             except Exception as exc:  # noqa: BLE001 - one group's trouble must not stop the others
                 log.warning(
                     "flow=%s cannot read the offsets of group %s on %s: %s",
@@ -135,7 +137,7 @@ class CheckpointEmitter:
         if self._producer is None:
             from confluent_kafka import Producer
 
-            self._producer = Producer({**self.producer_conf, "linger.ms": "5"})
+            self._producer = Producer({**self.clients.internal_producer, "linger.ms": "5"})
         produce_durably(
             self._producer,
             self.topic,
@@ -151,7 +153,7 @@ class CheckpointEmitter:
             by_group.setdefault(group, {})[(remote, partition)] = downstream
         if not by_group:
             return 0
-        described = self.target_admin.describe_consumer_groups(sorted(by_group), request_timeout=30)
+        described = self.clients.target_admin.describe_consumer_groups(sorted(by_group), request_timeout=30)
         committed = 0
         for group, fut in described.items():
             try:
@@ -168,15 +170,15 @@ class CheckpointEmitter:
                     self.flow.target,
                 )
                 continue
-            current = committed_offsets(self.consumer_conf, group, list(by_group[group]))
-            commits = {}
+            current = committed_offsets(self.clients.target_consumer, group, list(by_group[group]))
+            commits: dict[tuple[str, int], int] = {}
             for (remote, partition), downstream in sorted(by_group[group].items()):
                 ok, reason = group_offset_sync_decision(current.get((remote, partition)), downstream, active)
                 log.debug("flow=%s group %s %s[%d]: %s", self.flow.name, group, remote, partition, reason)
                 if ok:
                     commits[(remote, partition)] = downstream
             if commits:
-                commit_offsets(self.consumer_conf, group, commits)
+                commit_offsets(self.clients.target_consumer, group, commits)
                 committed += len(commits)
                 log.info(
                     "flow=%s synced %d offsets of group %s to %s",

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
 
-from sparkmirror.config.model import FlowConfig, MirrorConfig, reveal
+from sparkmirror.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from sparkmirror.core.failover import (
     Direction,
     FailoverPlan,
@@ -29,10 +28,10 @@ from sparkmirror.core.failover import (
 from sparkmirror.core.naming import is_own_group
 from sparkmirror.core.offsetmap import OffsetMap
 from sparkmirror.errors import ConfigError
-from sparkmirror.kafka.clients import admin_config, librdkafka_config, validate_librdkafka
+from sparkmirror.kafka.flowclients import ClusterClients
 from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.inspect import count_records, partition_bounds
-from sparkmirror.offsets.store import OffsetMapStore
+from sparkmirror.offsets.store import read_offset_map
 from sparkmirror.offsets.translate import checkpointed_positions
 
 log = logging.getLogger(__name__)
@@ -41,15 +40,17 @@ log = logging.getLogger(__name__)
 REACHABLE_TIMEOUT_S = 10.0
 
 
-@dataclass
-class Cluster:
-    """Client settings for one cluster (secrets revealed only into the client configs)."""
+class Cluster(ClusterClients):
+    """One cluster as a plan reads it: quiet clients with checked settings, partition bounds asked once.
 
-    alias: str
-    consumer: dict[str, Any]
-    admin_conf: dict[str, Any]
-    _admin: Any = None
-    _bounds: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    Its repr names the alias only (the settings it holds carry credentials).
+    """
+
+    def __init__(self, cluster: ClusterConfig) -> None:
+        super().__init__(cluster, quiet=True)
+        # Refused settings are configuration errors (exit 2), never "the cluster does not answer".
+        self.validate()
+        self._bounds: dict[tuple[str, int], tuple[int, int]] = {}
 
     @classmethod
     def of(cls, cfg: MirrorConfig, alias: str) -> Cluster:
@@ -58,22 +59,7 @@ class Cluster:
             raise ConfigError(
                 f"cluster {alias} has no bootstrap.servers in the configuration", key=f"{alias}.bootstrap.servers"
             )
-        consumer = librdkafka_config(reveal(cluster.consumer_props, True), role="consumer")
-        admin = admin_config(reveal(cluster.admin_props, True))
-        # Refused settings are configuration errors (exit 2), never "the cluster does not answer".
-        validate_librdkafka(consumer, role=f"cluster {alias} consumer", key_hint=f"{alias}.consumer")
-        validate_librdkafka(admin, role=f"cluster {alias} admin", key_hint=f"{alias}.admin")
-        consumer["log_level"] = "3"
-        admin["log_level"] = "3"
-        return cls(alias, consumer, admin)
-
-    @property
-    def admin(self) -> Any:
-        if self._admin is None:
-            from confluent_kafka.admin import AdminClient
-
-            self._admin = AdminClient(dict(self.admin_conf))
-        return self._admin
+        return cls(cluster)
 
     def reachable(self, timeout_s: float = REACHABLE_TIMEOUT_S) -> bool:
         try:
@@ -95,13 +81,7 @@ class Cluster:
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
 
-def _load_map(flow: FlowConfig, stored_on: Cluster) -> OffsetMap:
-    store = OffsetMapStore(flow, None, {}, stored_on.consumer)
-    store.load()
-    return store.map
-
-
-def _group_selector(pattern: str | None, flow: FlowConfig | None) -> Any:
+def _group_selector(pattern: str | None, flow: FlowConfig | None) -> Callable[[str], bool]:
     if pattern is not None:
         try:
             rx = re.compile(pattern)
@@ -165,11 +145,11 @@ def build_plan(
     )
 
     # Offset maps: forward stored on the destination, reverse stored on the origin.
-    forward_map = _load_map(forward, dst) if forward is not None else None
+    forward_map = read_offset_map(dst.consumer, forward) if forward is not None else None
     reverse_map: OffsetMap | None = None
     if reverse is not None:
         if reachable:
-            reverse_map = _load_map(reverse, src)
+            reverse_map = read_offset_map(src.consumer, reverse)
         else:
             plan.notes.append(
                 f"{origin} does not answer: the {reverse.name} offset map (stored on {origin}) is not readable, "
@@ -237,9 +217,9 @@ def _origin_positions(
     src: Cluster,
     dst: Cluster,
     forward: FlowConfig | None,
-    select: Any,
+    select: Callable[[str], bool],
     origin_topics: dict[str, int],
-    route_of: Any,
+    route_of: Callable[[str], Route | None],
 ) -> dict[str, dict[tuple[str, int], int]]:
     """Each selected group's positions in topics some flow carries to the destination."""
     if not plan.origin_reachable:

@@ -15,29 +15,37 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkmirror.core.formats import Heartbeat
+from sparkmirror.core.policy import ReplicationPolicy
+from sparkmirror.kafka.flowclients import ClusterClients
 from sparkmirror.kafka.internal import ensure_topic
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
 
 log = logging.getLogger(__name__)
 
 
 class HeartbeatEmitter:
-    def __init__(self, policy: Any, interval_s: float) -> None:
+    def __init__(self, policy: ReplicationPolicy, interval_s: float) -> None:
         self.policy = policy
         self.interval_s = interval_s
         #: cluster alias -> (producer, admin, replication factor)
-        self.clusters: dict[str, tuple[Any, Any, int]] = {}
+        self.clusters: dict[str, tuple[Producer, AdminClient, int]] = {}
         #: (source alias, target alias) pairs, each written into the target cluster.
         self.pairs: set[tuple[str, str]] = set()
         self._next = 0.0
 
-    def add_cluster(self, alias: str, producer_conf: dict[str, str], admin: Any, replication_factor: int) -> None:
-        if alias not in self.clusters:
+    def add_cluster(self, clients: ClusterClients, replication_factor: int) -> None:
+        """Heartbeats into ``clients``' cluster (the first replication factor given for it counts)."""
+        if clients.alias not in self.clusters:
             from confluent_kafka import Producer
 
-            self.clusters[alias] = (Producer({**producer_conf, "linger.ms": "0"}), admin, replication_factor)
+            producer = Producer({**clients.producer(), "linger.ms": "0"})
+            self.clusters[clients.alias] = (producer, clients.admin, replication_factor)
 
     def add_flow(self, source: str, target: str) -> None:
         self.pairs.update({(source, target), (target, source)})

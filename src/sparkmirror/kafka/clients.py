@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from sparkmirror.errors import ConfigError
 
@@ -94,7 +93,7 @@ PRODUCER_DEFAULTS = {
 }
 
 
-def librdkafka_config(java_props: Mapping[str, Any], *, role: str) -> dict[str, str]:
+def librdkafka_config(java_props: Mapping[str, object], *, role: str) -> dict[str, str]:
     """Translate Java client properties into a confluent-kafka configuration.
 
     ``role`` ("producer", "consumer" or "admin") only shapes error messages.
@@ -133,7 +132,7 @@ def librdkafka_config(java_props: Mapping[str, Any], *, role: str) -> dict[str, 
     return out
 
 
-def _plain(value: Any) -> str:
+def _plain(value: object) -> str:
     getter = getattr(value, "get_secret_value", None)
     return str(getter() if getter else value)
 
@@ -151,7 +150,7 @@ def _jaas_to_librdkafka(jaas: str, *, role: str) -> dict[str, str]:
     )
 
 
-def producer_config(java_props: Mapping[str, Any], *, key_prefix: str = "producer") -> dict[str, str]:
+def producer_config(java_props: Mapping[str, object], *, key_prefix: str = "producer") -> dict[str, str]:
     """The writer's producer: Java defaults, operator overrides, then safety.
 
     ``key_prefix`` is how the operator would name the producer's keys
@@ -210,7 +209,7 @@ def validate_librdkafka(conf: Mapping[str, str], *, role: str, key_hint: str) ->
         ) from None
 
 
-def admin_config(java_props: Mapping[str, Any]) -> dict[str, str]:
+def admin_config(java_props: Mapping[str, object]) -> dict[str, str]:
     conf = librdkafka_config(java_props, role="admin")
     # Producer/consumer tuning keys mean nothing to an admin client.
     return {k: v for k, v in conf.items() if k in _ADMIN_KEYS or k.startswith(("ssl.", "sasl.", "security."))}
@@ -231,9 +230,3 @@ _ADMIN_KEYS = frozenset(
         "socket.receive.buffer.bytes",
     }
 )
-
-
-def new_admin(java_props: Mapping[str, Any]) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient(dict(admin_config(java_props)))

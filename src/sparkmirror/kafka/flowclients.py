@@ -6,7 +6,8 @@ producer, the source producer of MM2's offset syncs, both admins, the options of
 source); :class:`ClusterClients` does the same for one cluster of a
 :class:`~sparkmirror.config.model.MirrorConfig` (failover, heartbeats). The run, translate,
 failover and the client API take their settings from here instead of revealing and converting
-properties themselves.
+properties themselves. A flow's settings are built on first use, once, so that a read-only caller
+(translate) builds only what it reads; :meth:`FlowClients.validate` builds them all.
 
 What it must never do: show a secret. The configurations it holds carry credentials, so neither
 class prints them (their reprs name the flow or cluster only) and errors name keys, never values.
@@ -15,6 +16,7 @@ class prints them (their reprs name the flow or cluster only) and errors name ke
 from __future__ import annotations
 
 import threading
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from sparkmirror.config.model import ClusterConfig, FlowConfig, reveal
@@ -54,13 +56,19 @@ class _Admins:
 
 
 class ClusterClients:
-    """Client settings for one cluster, secrets revealed only into them."""
+    """Client settings for one cluster, secrets revealed only into them.
 
-    def __init__(self, cluster: ClusterConfig) -> None:
+    ``quiet``: librdkafka logs errors only, for read-only tools that expect a cluster not to
+    answer (failover) and say so themselves.
+    """
+
+    def __init__(self, cluster: ClusterConfig, *, quiet: bool = False) -> None:
         self.alias = cluster.alias
         self.cluster = cluster
         self.consumer = librdkafka_config(reveal(cluster.consumer_props, True), role="consumer")
         self.admin_config = admin_config(reveal(cluster.admin_props, True))
+        if quiet:
+            self.consumer["log_level"] = self.admin_config["log_level"] = "3"
         self._admins = _Admins()
 
     def producer(self) -> dict[str, str]:
@@ -77,7 +85,7 @@ class ClusterClients:
         validate_librdkafka(self.admin_config, role=f"cluster {self.alias} admin", key_hint=f"{self.alias}.admin")
 
     def __repr__(self) -> str:
-        return f"ClusterClients({self.alias})"
+        return f"{type(self).__name__}({self.alias})"
 
 
 class FlowClients:
@@ -85,21 +93,37 @@ class FlowClients:
 
     def __init__(self, flow: FlowConfig) -> None:
         self.flow = flow
-        #: librdkafka consumer of the source (the direct reader, source group offsets).
-        self.source_consumer = librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer")
-        #: librdkafka consumer of the target (internal topics, the exactly-once progress).
-        self.target_consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
-        #: The writer's producer to the target: Java defaults, operator overrides, then safety.
-        self.target_producer = producer_config(
-            flow.target_producer_props(reveal_secrets=True), key_prefix=f"{flow.target}.producer"
-        )
-        #: A producer to the source (MM2's offset syncs, when they are kept on the source).
-        self.source_producer = producer_config(
-            reveal(flow.source_cluster.producer_props, True), key_prefix=f"{flow.source}.producer"
-        )
-        self.source_admin_config = admin_config(flow.source_admin_props(reveal_secrets=True))
-        self.target_admin_config = admin_config(flow.target_admin_props(reveal_secrets=True))
         self._admins = _Admins()
+
+    @cached_property
+    def source_consumer(self) -> dict[str, str]:
+        """librdkafka consumer of the source (the direct reader, source group offsets)."""
+        return librdkafka_config(self.flow.source_consumer_props(reveal_secrets=True), role="consumer")
+
+    @cached_property
+    def target_consumer(self) -> dict[str, str]:
+        """librdkafka consumer of the target (internal topics, the exactly-once progress)."""
+        return librdkafka_config(self.flow.target_consumer_props(reveal_secrets=True), role="consumer")
+
+    @cached_property
+    def target_producer(self) -> dict[str, str]:
+        """The writer's producer to the target: Java defaults, operator overrides, then safety."""
+        flow = self.flow
+        return producer_config(flow.target_producer_props(reveal_secrets=True), key_prefix=f"{flow.target}.producer")
+
+    @cached_property
+    def source_producer(self) -> dict[str, str]:
+        """A producer to the source (MM2's offset syncs, when they are kept on the source)."""
+        flow = self.flow
+        return producer_config(reveal(flow.source_cluster.producer_props, True), key_prefix=f"{flow.source}.producer")
+
+    @cached_property
+    def source_admin_config(self) -> dict[str, str]:
+        return admin_config(self.flow.source_admin_props(reveal_secrets=True))
+
+    @cached_property
+    def target_admin_config(self) -> dict[str, str]:
+        return admin_config(self.flow.target_admin_props(reveal_secrets=True))
 
     @property
     def source_admin(self) -> AdminClient:
@@ -120,7 +144,16 @@ class FlowClients:
         return {f"kafka.{k}": v for k, v in props.items() if k not in SPARK_MANAGED}
 
     def validate(self) -> None:
-        """Have librdkafka check every client setting now, before Spark starts (a refused one exits 2)."""
+        """Build every client setting and have librdkafka check them now, before Spark starts (a refused
+        one exits 2, rather than when a chore first uses it)."""
+        _built = (
+            self.source_consumer,
+            self.target_consumer,
+            self.target_producer,
+            self.source_producer,
+            self.source_admin_config,
+            self.target_admin_config,
+        )
         flow = self.flow
         validate_librdkafka(
             self.target_producer, role=f"flow={flow.name} target producer", key_hint=f"{flow.target}.producer"

@@ -13,10 +13,13 @@ group. Seen and traced with gdb here; see docs/decisions.md.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.retry import retry_kafka
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
 
 
 class GroupOffsetsError(SparkMirrorError):
@@ -25,16 +28,14 @@ class GroupOffsetsError(SparkMirrorError):
     retriable = True
 
 
-def _consumer(conf: Mapping[str, Any], group: str) -> Any:
+def _consumer(conf: Mapping[str, str], group: str) -> Consumer:
     from confluent_kafka import Consumer
 
-    c = dict(conf)
-    c.update({"group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed"})
-    return Consumer(c)
+    return Consumer({**conf, "group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed"})
 
 
 def committed_positions(
-    conf: Mapping[str, Any], group: str, partitions: Iterable[tuple[str, int]], *, timeout_s: float = 30.0
+    conf: Mapping[str, str], group: str, partitions: Iterable[tuple[str, int]], *, timeout_s: float = 30.0
 ) -> dict[tuple[str, int], tuple[int, str]]:
     """The group's committed (offset, commit metadata) for ``partitions``; those without one are left out."""
     from confluent_kafka import TopicPartition
@@ -55,14 +56,14 @@ def committed_positions(
 
 
 def committed_offsets(
-    conf: Mapping[str, Any], group: str, partitions: Iterable[tuple[str, int]], *, timeout_s: float = 30.0
+    conf: Mapping[str, str], group: str, partitions: Iterable[tuple[str, int]], *, timeout_s: float = 30.0
 ) -> dict[tuple[str, int], int]:
     """The group's committed offsets for ``partitions`` (those without one are left out)."""
     positions = committed_positions(conf, group, partitions, timeout_s=timeout_s)
     return {tp: offset for tp, (offset, _metadata) in positions.items()}
 
 
-def commit_offsets(conf: Mapping[str, Any], group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+def commit_offsets(conf: Mapping[str, str], group: str, offsets: Mapping[tuple[str, int], int]) -> None:
     """Commit offsets for a group that has no active members (the broker refuses otherwise)."""
     from confluent_kafka import TopicPartition
 

@@ -8,10 +8,15 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from sparkmirror.config.model import FlowConfig
 from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.retry import retry_kafka
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
 
 
 class KafkaInspectError(SparkMirrorError):
@@ -29,7 +34,7 @@ class TopicCounts:
     target_records: int
 
 
-def watermarks(admin: Any, topic: str, partitions: int) -> list[tuple[int, int]]:
+def watermarks(admin: AdminClient, topic: str, partitions: int) -> list[tuple[int, int]]:
     """(earliest, latest) offsets per partition of ``topic``."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import OffsetSpec
@@ -43,7 +48,9 @@ def watermarks(admin: Any, topic: str, partitions: int) -> list[tuple[int, int]]
     return [(lows[p], highs[p]) for p in range(partitions)]
 
 
-def topic_counts(flow: Any, source_admin: Any, target_admin: Any, topics: dict[str, int]) -> list[TopicCounts]:
+def topic_counts(
+    flow: FlowConfig, source_admin: AdminClient, target_admin: AdminClient, topics: dict[str, int]
+) -> list[TopicCounts]:
     target_md = target_admin.list_topics(timeout=30).topics
     rows = []
     for topic, partitions in sorted(topics.items()):
@@ -56,22 +63,21 @@ def topic_counts(flow: Any, source_admin: Any, target_admin: Any, topics: dict[s
     return rows
 
 
-def _reader(consumer_conf: Mapping[str, Any]) -> Any:
+def _reader(consumer_conf: Mapping[str, str]) -> Consumer:
     from confluent_kafka import Consumer
 
-    conf = dict(consumer_conf)
-    conf.update(
+    return Consumer(
         {
+            **consumer_conf,
             "group.id": "sparkmirror-reader-inspect",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
         }
     )
-    return Consumer(conf)
 
 
-def partition_bounds(consumer_conf: Mapping[str, Any], topic: str, partition: int) -> tuple[int, int]:
+def partition_bounds(consumer_conf: Mapping[str, str], topic: str, partition: int) -> tuple[int, int]:
     """(log start offset, high watermark) of ``topic[partition]``."""
     from confluent_kafka import TopicPartition
 
@@ -87,7 +93,7 @@ def partition_bounds(consumer_conf: Mapping[str, Any], topic: str, partition: in
 
 
 def count_records(
-    consumer_conf: Mapping[str, Any], topic: str, partition: int, start: int, end: int, *, cap: int = 200_000
+    consumer_conf: Mapping[str, str], topic: str, partition: int, start: int, end: int, *, cap: int = 200_000
 ) -> int:
     """Committed records of ``topic[partition]`` at offsets ``[start, end)``, as a ``read_committed``
     consumer sees them: transaction markers and aborted records do not count.

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.retry import retry_kafka
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message, Producer
+    from confluent_kafka.admin import AdminClient
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +29,7 @@ class InternalTopicError(SparkMirrorError):
 
 
 def ensure_topic(
-    admin: Any,
+    admin: AdminClient,
     name: str,
     *,
     partitions: int = 1,
@@ -73,7 +77,9 @@ def ensure_topic(
 COMPACTED = {"cleanup.policy": "compact"}
 
 
-def produce_durably(producer: Any, topic: str, records: Iterable[tuple[bytes, bytes | None]], *, what: str) -> None:
+def produce_durably(
+    producer: Producer, topic: str, records: Iterable[tuple[bytes, bytes | None]], *, what: str
+) -> None:
     """Produce (key, value) records to ``topic`` and wait until every one is acknowledged.
 
     Raises :class:`InternalTopicError` naming ``what`` when any record failed
@@ -81,7 +87,7 @@ def produce_durably(producer: Any, topic: str, records: Iterable[tuple[bytes, by
     """
     errors: list[str] = []
 
-    def on_delivery(err: Any, _msg: Any) -> None:
+    def on_delivery(err: KafkaError | None, _msg: Message) -> None:
         if err is not None:
             errors.append(err.str())
 
@@ -95,16 +101,16 @@ def produce_durably(producer: Any, topic: str, records: Iterable[tuple[bytes, by
 
 
 def read_to_end(
-    consumer_conf: Mapping[str, Any], topic: str, *, timeout_s: float = 120.0
+    consumer_conf: Mapping[str, str], topic: str, *, timeout_s: float = 120.0
 ) -> Iterator[tuple[bytes | None, bytes | None]]:
     """Every (key, value) of ``topic`` (all partitions), from the start to the current end."""
     import time
 
     from confluent_kafka import Consumer, TopicPartition
 
-    conf = dict(consumer_conf)
-    conf.update(
+    consumer = Consumer(
         {
+            **consumer_conf,
             "group.id": f"sparkmirror-reader-{topic}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
@@ -112,7 +118,6 @@ def read_to_end(
             "auto.offset.reset": "earliest",
         }
     )
-    consumer = Consumer(conf)
     try:
         md = retry_kafka(lambda: consumer.list_topics(topic, timeout=30), what=f"metadata of {topic}")
         tmd = md.topics.get(topic)

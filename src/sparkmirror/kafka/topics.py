@@ -15,9 +15,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkmirror.errors import SparkMirrorError
+from sparkmirror.kafka.flowclients import FlowClients
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import TopicMetadata
 
 log = logging.getLogger(__name__)
 
@@ -43,16 +47,16 @@ class SyncReport:
 class TopicSync:
     """Keeps the remote topics of one flow in step with the source."""
 
-    def __init__(self, flow: Any, source_admin: Any, target_admin: Any) -> None:
-        self.flow = flow
-        self.source_admin = source_admin
-        self.target_admin = target_admin
+    def __init__(self, clients: FlowClients) -> None:
+        self.flow = clients.flow
+        self.source_admin = clients.source_admin
+        self.target_admin = clients.target_admin
 
     # -- what to mirror -----------------------------------------------------
     def source_topics(self) -> dict[str, int]:
         """Source topics this flow mirrors, with their partition counts."""
         md = self.source_admin.list_topics(timeout=_TIMEOUT_S)
-        out = {}
+        out: dict[str, int] = {}
         for name, tmd in md.topics.items():
             if tmd.error is not None:
                 continue
@@ -61,7 +65,7 @@ class TopicSync:
         return dict(sorted(out.items()))
 
     def remote_name(self, topic: str) -> str:
-        return str(self.flow.policy.format_remote_topic(self.flow.source, topic))
+        return self.flow.policy.format_remote_topic(self.flow.source, topic)
 
     # -- make the target ready ----------------------------------------------
     def sync(self, topics: dict[str, int], *, configs: bool | None = None) -> SyncReport:
@@ -82,7 +86,7 @@ class TopicSync:
     def _create_missing(
         self,
         topics: dict[str, int],
-        target_md: dict[str, Any],
+        target_md: dict[str, TopicMetadata],
         source_configs: dict[str, dict[str, str]],
         report: SyncReport,
     ) -> None:
@@ -114,7 +118,7 @@ class TopicSync:
             log.info("flow=%s created remote topic %s", self.flow.name, remote)
             report.created.append(remote)
 
-    def _grow(self, topics: dict[str, int], target_md: dict[str, Any], report: SyncReport) -> None:
+    def _grow(self, topics: dict[str, int], target_md: dict[str, TopicMetadata], report: SyncReport) -> None:
         from confluent_kafka.admin import NewPartitions
 
         grow = []

@@ -12,6 +12,9 @@ Rules: nothing is translated before the topic was read to its end (the
 in-memory map refuses until :meth:`OffsetMapStore.load` marks it loaded);
 segments whose downstream range fell below the target partition's log start
 offset are pruned with tombstones, so storage follows retained data.
+
+It holds the map only: MM2's offset syncs are written by
+:class:`sparkmirror.offsets.syncs.OffsetSyncWriter`.
 """
 
 from __future__ import annotations
@@ -19,94 +22,87 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from sparkmirror.core.formats import OffsetSegment, OffsetSync
+from sparkmirror.config.model import FlowConfig
+from sparkmirror.core.formats import OffsetSegment
 from sparkmirror.core.naming import offset_map_topic
 from sparkmirror.core.offsetmap import OffsetMap, Segment, Translation
+from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.internal import COMPACTED, ensure_topic, produce_durably, read_to_end
 
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
+
 log = logging.getLogger(__name__)
+
+
+def read_offset_map(consumer_conf: Mapping[str, str], flow: FlowConfig) -> OffsetMap:
+    """The flow's offset map, read from its topic to the end with ``consumer_conf``, marked loaded.
+
+    For callers that only translate (failover plans read each flow's map where it is stored);
+    :meth:`OffsetMapStore.load` reads the same way.
+    """
+    t0 = time.monotonic()
+    topic = offset_map_topic(flow.source)
+    fresh = OffsetMap()
+    n = 0
+    for key, value in read_to_end(consumer_conf, topic):
+        if key is None:
+            continue
+        source_topic, partition, upstream_start = OffsetSegment.decode_key(key)
+        if value is None:
+            fresh.discard(source_topic, partition, upstream_start)
+        else:
+            fresh.add(Segment.from_record(OffsetSegment.decode(key, value)))
+        n += 1
+    fresh.mark_loaded()
+    log.info(
+        "flow=%s offset map loaded: %d segments from %d records of %s in %.1fs",
+        flow.name,
+        len(fresh),
+        n,
+        topic,
+        time.monotonic() - t0,
+    )
+    return fresh
 
 
 class OffsetMapStore:
     """The offset map of one flow: in memory (thread-safe) and on the target."""
 
-    def __init__(
-        self,
-        flow: Any,
-        target_admin: Any,
-        producer_conf: dict[str, str],
-        consumer_conf: dict[str, str],
-        source_admin: Any = None,
-        source_producer_conf: Any = None,
-    ) -> None:
-        self.flow = flow
-        self.topic = offset_map_topic(flow.source)
-        self.admin = target_admin
-        self.producer_conf = producer_conf
-        self.consumer_conf = consumer_conf
+    def __init__(self, clients: FlowClients) -> None:
+        self.clients = clients
+        self.flow = clients.flow
+        self.topic = offset_map_topic(self.flow.source)
         self.map = OffsetMap()
         self._lock = threading.Lock()
         #: Serialises writes and tombstones, so a prune cannot land after an extension.
         self._write_lock = threading.Lock()
-        self._producer: Any = None
-        # MM2-format offset syncs for tools that read them (emit.offset-syncs.enabled).
-        self.source_admin = source_admin
-        self.source_producer_conf = source_producer_conf
-        self._sync_producer: Any = None
+        self._producer: Producer | None = None
 
     # -- set-up ---------------------------------------------------------------
     def ensure_topic(self) -> None:
         ensure_topic(
-            self.admin,
+            self.clients.target_admin,
             self.topic,
             replication_factor=self.flow.offset_syncs_topic_replication_factor,
             config=COMPACTED,
             purpose=f"offset map of flow {self.flow.name}",
         )
-        if self._offset_syncs_enabled():
-            admin = self._offset_syncs_admin()
-            ensure_topic(
-                admin,
-                self.offset_syncs_topic(),
-                replication_factor=(self.flow.offset_syncs_topic_replication_factor),
-                config=COMPACTED,
-                purpose=f"MM2 offset syncs of flow {self.flow.name}",
-            )
 
     def load(self) -> int:
         """Read the topic to its end into memory; only then may translation run."""
-        t0 = time.monotonic()
-        fresh = OffsetMap()
-        n = 0
-        for key, value in read_to_end(self.consumer_conf, self.topic):
-            if key is None:
-                continue
-            topic, partition, upstream_start = OffsetSegment.decode_key(key)
-            if value is None:
-                fresh.discard(topic, partition, upstream_start)
-            else:
-                fresh.add(Segment.from_record(OffsetSegment.decode(key, value)))
-            n += 1
-        fresh.mark_loaded()
+        fresh = read_offset_map(self.clients.target_consumer, self.flow)
         with self._lock:
             self.map = fresh
-        log.info(
-            "flow=%s offset map loaded: %d segments from %d records of %s in %.1fs",
-            self.flow.name,
-            len(fresh),
-            n,
-            self.topic,
-            time.monotonic() - t0,
-        )
         return len(fresh)
 
     # -- what the writer needs ----------------------------------------------
     def tails(self) -> dict[tuple[str, int], tuple[int, int, int]]:
         """The last-written segment of each partition, for the writer to extend."""
-        out = {}
+        out: dict[tuple[str, int], tuple[int, int, int]] = {}
         with self._lock:
             for topic, partition in self.map.partitions():
                 pm = self.map.partition(topic, partition)
@@ -133,10 +129,9 @@ class OffsetMapStore:
         if self._producer is None:
             from confluent_kafka import Producer
 
-            self._producer = Producer({**self.producer_conf, "linger.ms": "5"})
+            self._producer = Producer({**self.clients.internal_producer, "linger.ms": "5"})
         now = int(time.time() * 1000)
         records = [seg.to_record(now) for seg in segments]
-        self.emit_offset_syncs(segments)
         produce_durably(
             self._producer,
             self.topic,
@@ -164,7 +159,7 @@ class OffsetMapStore:
             if self._producer is None:
                 from confluent_kafka import Producer
 
-                self._producer = Producer(self.producer_conf)
+                self._producer = Producer(self.clients.internal_producer)
             for seg in removed:
                 key = OffsetSegment.encode_key(seg.topic, seg.partition, seg.upstream_start)
                 self._producer.produce(self.topic, key=key, value=None)
@@ -180,42 +175,6 @@ class OffsetMapStore:
         with self._lock:
             return self.map.reverse_translate(topic, partition, downstream_offset)
 
-    # -- MM2 offset syncs ------------------------------------------------------
-    def _offset_syncs_enabled(self) -> bool:
-        return bool(getattr(self.flow, "emit_offset_syncs_enabled", True))
-
-    def offset_syncs_topic(self) -> str:
-        # MM2 names it after the *target* cluster: mm2-offset-syncs.<target>.internal
-        return str(self.flow.policy.offset_syncs_topic(self.flow.target))
-
-    def _offset_syncs_location_is_source(self) -> bool:
-        return str(getattr(self.flow, "offset_syncs_topic_location", "source")) == "source"
-
-    def _offset_syncs_admin(self) -> Any:
-        # Kafka clients define __len__ (queue length): test for None, not truth.
-        if self._offset_syncs_location_is_source() and self.source_admin is not None:
-            return self.source_admin
-        return self.admin
-
-    def emit_offset_syncs(self, segments: Iterable[Segment]) -> None:
-        """One MM2 OffsetSync per segment start: where a run of 1:1 offsets begins."""
-        if not self._offset_syncs_enabled():
-            return
-        conf = (
-            self.source_producer_conf
-            if self._offset_syncs_location_is_source() and self.source_producer_conf
-            else self.producer_conf
-        )
-        if self._sync_producer is None:
-            from confluent_kafka import Producer
-
-            self._sync_producer = Producer({**conf, "linger.ms": "5"})
-        for seg in segments:
-            sync = OffsetSync(seg.topic, seg.partition, seg.upstream_start, seg.downstream_start)
-            self._sync_producer.produce(self.offset_syncs_topic(), key=sync.key_bytes(), value=sync.value_bytes())
-        self._sync_producer.poll(0)
-
     def close(self) -> None:
-        for producer, what in ((self._producer, self.topic), (self._sync_producer, self.offset_syncs_topic())):
-            if producer is not None and producer.flush(10):
-                log.warning("flow=%s records for %s were not delivered before shutdown", self.flow.name, what)
+        if self._producer is not None and self._producer.flush(10):
+            log.warning("flow=%s records for %s were not delivered before shutdown", self.flow.name, self.topic)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
-from sparkmirror.config.model import reveal
+from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.formats import Checkpoint
-from sparkmirror.kafka.clients import admin_config, librdkafka_config, validate_librdkafka
+from sparkmirror.kafka.clients import validate_librdkafka
+from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.internal import read_to_end
 from sparkmirror.offsets.store import OffsetMapStore
@@ -42,25 +42,20 @@ class GroupTranslation:
     positions_from: str  # "source" or "checkpoints"
     partitions: list[PartitionTranslation] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
-def _quiet(conf: dict[str, str]) -> dict[str, Any]:
-    return {**conf, "log_level": 3}
-
-
 def source_positions(
-    flow: Any, group: str, partitions: list[tuple[str, int]], timeout_s: float = 10.0
+    clients: FlowClients, group: str, partitions: list[tuple[str, int]], timeout_s: float = 10.0
 ) -> dict[tuple[str, int], int] | None:
     """The group's committed offsets on the source, or None when the source does not answer."""
-    conf = librdkafka_config(flow.source_consumer_props(reveal_secrets=True), role="consumer")
+    flow, conf = clients.flow, clients.source_consumer
     # A setting librdkafka refuses is a configuration error (exit 2), not an unreachable source:
     # falling back to checkpoints for it would translate stale positions without a word.
     validate_librdkafka(conf, role=f"flow={flow.name} source consumer", key_hint=f"{flow.source}.consumer")
-    conf["log_level"] = "3"
     try:
-        return committed_offsets(conf, group, partitions, timeout_s=timeout_s)
+        return committed_offsets({**conf, "log_level": "3"}, group, partitions, timeout_s=timeout_s)
     except Exception as exc:  # noqa: BLE001 - an unreachable source is an expected case here
         log.warning(
             "flow=%s source cluster %s did not answer (%s); using checkpoints on %s",
@@ -72,7 +67,9 @@ def source_positions(
         return None
 
 
-def checkpointed_positions(flow: Any, target_consumer_conf: Mapping[str, Any]) -> dict[str, dict[tuple[str, int], int]]:
+def checkpointed_positions(
+    flow: FlowConfig, target_consumer_conf: Mapping[str, str]
+) -> dict[str, dict[tuple[str, int], int]]:
     """Every group's last checkpointed upstream offset per *source* topic partition, read from the target."""
     topic = flow.policy.checkpoints_topic(flow.source)
     out: dict[str, dict[tuple[str, int], int]] = {}
@@ -85,23 +82,19 @@ def checkpointed_positions(flow: Any, target_consumer_conf: Mapping[str, Any]) -
     return out
 
 
-def checkpoint_positions(flow: Any, group: str) -> dict[tuple[str, int], int]:
+def checkpoint_positions(clients: FlowClients, group: str) -> dict[tuple[str, int], int]:
     """The group's last checkpointed source offsets, read from the target (keyed by source topic)."""
-    consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
-    return checkpointed_positions(flow, consumer).get(group, {})
+    return checkpointed_positions(clients.flow, clients.target_consumer).get(group, {})
 
 
-def translate_group(flow: Any, group: str) -> GroupTranslation:
-    from confluent_kafka.admin import AdminClient
-
-    target_admin = AdminClient(_quiet(admin_config(flow.target_admin_props(reveal_secrets=True))))
-    consumer = librdkafka_config(flow.target_consumer_props(reveal_secrets=True), role="consumer")
-    store = OffsetMapStore(flow, target_admin, {}, consumer)
+def translate_group(flow: FlowConfig, group: str) -> GroupTranslation:
+    clients = FlowClients(flow)
+    store = OffsetMapStore(clients)
     store.load()
-    positions = source_positions(flow, group, store.map.partitions())
+    positions = source_positions(clients, group, store.map.partitions())
     origin = "source"
     if positions is None:
-        positions = checkpoint_positions(flow, group)
+        positions = checkpoint_positions(clients, group)
         origin = "checkpoints"
     mirrored = {t for t, _p in store.map.partitions()}
     report = GroupTranslation(flow.name, group, origin)
@@ -121,5 +114,4 @@ def translate_group(flow: Any, group: str) -> GroupTranslation:
                 explanation=tr.explanation,
             )
         )
-    _ = reveal  # secrets stay inside the client configs above
     return report

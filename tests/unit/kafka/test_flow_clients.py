@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-from sparkmirror.config import load_config
+import pytest
+
+from sample_configs import SECURED_TARGET, load_props
 from sparkmirror.core.naming import is_own_group, offset_map_topic, progress_group, transactional_id
-from sparkmirror.kafka.flowclients import FlowClients
-
-PROPS = """
-clusters = A, B
-A.bootstrap.servers = a:9092
-B.bootstrap.servers = b:9092
-A->B.enabled = true
-B.sasl.mechanism = PLAIN
-B.security.protocol = SASL_PLAINTEXT
-B.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="s3cr3t-pw";
-A.consumer.fetch.min.bytes = 1
-"""
+from sparkmirror.errors import ConfigError
+from sparkmirror.kafka.flowclients import ClusterClients, FlowClients
 
 
-def _flow(tmp_path):  # type: ignore[no-untyped-def]
-    path = tmp_path / "mm2.properties"
-    path.write_text(PROPS)
-    return load_config(path).flows[0]
+def _flow(tmp_path, extra: str = ""):  # type: ignore[no-untyped-def]
+    return load_props(tmp_path, SECURED_TARGET + extra).flows[0]
 
 
 def test_flow_clients_build_every_role_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -38,6 +28,24 @@ def test_flow_clients_build_every_role_once(tmp_path) -> None:  # type: ignore[n
 def test_flow_clients_repr_shows_no_secret(tmp_path) -> None:  # type: ignore[no-untyped-def]
     clients = FlowClients(_flow(tmp_path))
     assert "s3cr3t" not in repr(clients) and "s3cr3t" not in str(clients)
+
+
+def test_flow_clients_build_a_setting_on_first_use_and_validate_builds_them_all(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # A read-only caller (translate) builds only what it reads; the run refuses a bad setting before Spark starts.
+    clients = FlowClients(_flow(tmp_path, "A.producer.acks = 1\n"))
+    assert clients.target_consumer["bootstrap.servers"] == "b:9092"
+    with pytest.raises(ConfigError) as refused:
+        clients.validate()
+    assert refused.value.key == "A.producer.acks"
+
+
+def test_cluster_clients_quiet_and_repr_shows_no_secret(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cluster = _flow(tmp_path).target_cluster
+    quiet = ClusterClients(cluster, quiet=True)
+    assert quiet.consumer["log_level"] == quiet.admin_config["log_level"] == "3"
+    assert "log_level" not in ClusterClients(cluster).consumer
+    assert quiet.consumer["sasl.password"] == "s3cr3t-pw"
+    assert repr(quiet) == "ClusterClients(B)" and "s3cr3t" not in str(quiet)
 
 
 def test_naming_rules() -> None:

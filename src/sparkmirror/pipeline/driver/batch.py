@@ -98,11 +98,11 @@ class BatchHandler:
             # Not committed: raising here fails the batch; the marker makes it terminal.
             raise WriteError(refusals[0], terminal=True)
         segments = [Segment(r.topic, r.partition, u, d, n) for r in results for u, d, n in r.segments]
+        self.syncs.emit(segments)  # MM2's offset syncs, for MM2's tools
         if plan.exactly_once:
             self.store.apply(segments)  # already committed with the data
         else:
             self.store.write(segments)  # durable before Spark commits the batch
-        self.syncs.emit(segments)
         copied = time.monotonic()
         self.writers.update({(r.topic, r.partition): r.writer for r in results})
         self._check_source_loss(results)

@@ -106,9 +106,6 @@ class Mirror:
         emitter = HeartbeatEmitter(flows[0].policy, min(f.emit_heartbeats_interval_seconds for f in flows))
         for f in flows:
             for cluster in (f.source_cluster, f.target_cluster):
-                clients = ClusterClients(cluster)
-                emitter.add_cluster(
-                    cluster.alias, clients.producer(), clients.admin, f.heartbeats_topic_replication_factor
-                )
+                emitter.add_cluster(ClusterClients(cluster), f.heartbeats_topic_replication_factor)
             emitter.add_flow(f.source, f.target)
         return emitter

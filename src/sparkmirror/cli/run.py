@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from sparkmirror.pipeline.driver.flow import Flow
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +27,7 @@ def parse_spark_conf(values: tuple[str, ...]) -> dict[str, str]:
     return conf
 
 
-def print_summary(runners: list[Any]) -> None:
+def print_summary(runners: Sequence[Flow]) -> None:
     from sparkmirror.kafka.inspect import topic_counts
 
     for r in runners:
@@ -32,7 +36,7 @@ def print_summary(runners: list[Any]) -> None:
         click.echo(f"flow {p.flow}: {p.records:,} records mirrored in {p.batches} batches, lag {lag}")
         if not r.subscribed:
             continue
-        rows = topic_counts(r.flow, r.source_admin, r.target_admin, r.subscribed)
+        rows = topic_counts(r.flow, r.clients.source_admin, r.clients.target_admin, r.subscribed)
         width = max(len(f"{c.source_topic} -> {c.remote_topic}") for c in rows)
         click.echo(f"  {'topic':<{width}}  partitions  records on {r.flow.source}  records on {r.flow.target}")
         for c in rows:
@@ -62,7 +66,7 @@ def run(config: Path, clusters: str | None, once: bool, master: str | None, spar
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    def on_progress(runners: list[Any]) -> None:
+    def on_progress(runners: Sequence[Flow]) -> None:
         for r in runners:
             log.info(r.report_line())
 

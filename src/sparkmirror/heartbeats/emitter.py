@@ -37,7 +37,6 @@ class HeartbeatEmitter:
         self.clusters: dict[str, tuple[Producer, AdminClient, int]] = {}
         #: (source alias, target alias) pairs, each written into the target cluster.
         self.pairs: set[tuple[str, str]] = set()
-        self._next = 0.0
 
     def add_cluster(self, clients: ClusterClients, replication_factor: int) -> None:
         """Heartbeats into ``clients``' cluster (the first replication factor given for it counts)."""
@@ -58,11 +57,9 @@ class HeartbeatEmitter:
             except Exception as exc:  # noqa: BLE001 - heartbeats are advisory
                 log.warning("cannot create %s on %s: %s", topic, alias, exc)
 
-    def maybe_emit(self) -> int:
-        now = time.monotonic()
-        if now < self._next:
-            return 0
-        self._next = now + self.interval_s
+    def emit(self) -> int:
+        """One heartbeat per flow direction into each target cluster (the run's scheduler calls it every
+        ``emit.heartbeats.interval.seconds``)."""
         ts = int(time.time() * 1000)
         topic = self.policy.heartbeats_topic()
         sent = 0

@@ -71,8 +71,8 @@ class Mirror:
         try:
             if heartbeats is not None:
                 heartbeats.start()  # before the flows list topics: heartbeats are mirrored too
-                chores.every("heartbeats", heartbeats.interval_s, heartbeats.maybe_emit, now=True)
-                heartbeats.maybe_emit()
+                chores.every("heartbeats", heartbeats.interval_s, heartbeats.emit, now=True)
+                chores.run_due()
             if on_progress is not None:
                 interval = min(f.spark.progress_interval_seconds for f in self.config.flows)
                 chores.every("progress", interval, lambda: on_progress(self.runners))

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sparkmirror.devcluster.artifacts import spark_kafka_artifacts
+from sparkmirror.artifacts import spark_kafka_artifacts
 
 log = logging.getLogger(__name__)
 

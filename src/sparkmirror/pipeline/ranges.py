@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from py4j.protocol import Py4JError
+
 from sparkmirror.core.ranges import SourceRange
 
 log = logging.getLogger(__name__)
@@ -38,9 +40,8 @@ def planned_ranges(batch_df: Any) -> list[SourceRange] | None:
             return None
         ranges: list[SourceRange] = []
         for part in rdd.partitions():
-            inputs = part.inputPartitions()
-            for i in range(inputs.length()):
-                r = inputs.apply(i).offsetRange()
+            for kafka_partition in _input_partitions(part):
+                r = kafka_partition.offsetRange()
                 tp = r.topicPartition()
                 ranges.append(
                     SourceRange(str(tp.topic()), int(tp.partition()), int(r.fromOffset()), int(r.untilOffset()))
@@ -49,6 +50,20 @@ def planned_ranges(batch_df: Any) -> list[SourceRange] | None:
     except Exception as exc:  # noqa: BLE001 - Py4J errors for a missing method: another Spark
         log.debug("planned ranges not readable from this Spark's plan: %s", exc)
         return None
+
+
+def _input_partitions(part: Any) -> list[Any]:
+    """One ``DataSourceRDDPartition``'s input partitions, in either of the layouts Spark has used.
+
+    Spark 4.2 holds one ``inputPartition: Option[InputPartition]`` per RDD partition; Spark 4.0
+    and 4.1 held ``inputPartitions: Seq[InputPartition]``. The pinned Spark's layout is tried first.
+    """
+    try:
+        option = part.inputPartition()
+    except Py4JError:
+        seq = part.inputPartitions()
+        return [seq.apply(i) for i in range(seq.length())]
+    return [option.get()] if option.isDefined() else []
 
 
 def _find_source_rdd(rdd: Any, depth: int) -> Any:

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkmirror.devcluster.artifacts import fetch, mm2_artifacts
+from sparkmirror.artifacts import fetch, mm2_artifacts
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent

@@ -50,7 +50,7 @@ from typing import Any
 import replicators as rep
 import report
 import workload as wl
-from sparkmirror.devcluster.artifacts import KAFKA_VERSION
+from sparkmirror.artifacts import KAFKA_VERSION
 from sparkmirror.devcluster.cluster import DevClusters
 
 log = logging.getLogger("bench")

@@ -3,7 +3,7 @@
 The tests use it to prove that an application calling ``RemoteClusterUtils`` on a
 sparkmirror target reads what sparkmirror wrote. The small Java program in
 ``tests/mm2client/`` is compiled once per test session against the jars that
-``sparkmirror.devcluster.artifacts.mm2_client_artifacts`` caches (Maven Central on
+``sparkmirror.artifacts.mm2_client_artifacts`` caches (Maven Central on
 the first run, offline afterwards). This module never mocks Kafka or the client.
 """
 
@@ -14,7 +14,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from sparkmirror.devcluster.artifacts import fetch, mm2_client_artifacts
+from sparkmirror.artifacts import fetch, mm2_client_artifacts
 
 SOURCE = Path(__file__).parent / "mm2client" / "TranslateOffsets.java"
 MAIN_CLASS = "TranslateOffsets"

@@ -9,7 +9,7 @@ import click
 @click.option("--force", is_flag=True, help="Fetch again even if the cache is complete.")
 def setup(force: bool) -> None:
     """Fetch Kafka's broker jars, Spark's Kafka connector and Kafka's MM2 client (used by the tests) into the cache."""
-    from sparkmirror.devcluster import artifacts
+    from sparkmirror import artifacts
 
     for art in (
         artifacts.kafka_broker_artifacts(),

@@ -2,7 +2,7 @@
 
 Each cluster is one or more real Kafka 4.x brokers in KRaft combined mode
 (broker and controller in one JVM), run from the jars cached by
-:mod:`sparkmirror.devcluster.artifacts`, listening on loopback only. What runs
+:mod:`sparkmirror.artifacts`, listening on loopback only. What runs
 is recorded in ``<dir>/state.json`` so that ``dev status`` and ``dev down`` work
 from another process.
 
@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkmirror.devcluster.artifacts import kafka_broker_artifacts
+from sparkmirror.artifacts import kafka_broker_artifacts
 from sparkmirror.errors import DevClusterError
 
 log = logging.getLogger(__name__)

@@ -9,50 +9,86 @@ their ``KafkaOffsetRange`` (topic, partition, from, until). Listing them reads
 no record: records are read only when the RDD is computed, which the direct
 reader never does.
 
-These are Spark internals (pyspark is pinned, see pyproject.toml): when the
-shape is not found, :func:`planned_ranges` returns ``None`` and the job falls
-back to reading through Spark (``sparkmirror.source.reader = spark``).
+This module is the only code that touches those Spark internals (over Py4J); it
+must never compute the batch or read a record, and never raise: when the shape
+is not found, :func:`planned_ranges` returns ``None`` and the job falls back to
+reading through Spark (``sparkmirror.source.reader = spark``). The job warns
+about that once, naming the Spark version; here each distinct reason is logged
+once at DEBUG. The supported Spark versions and the test that pins the shape
+(``tests/integration/test_planned_ranges.py``): docs/spark-versions.md.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
+
+from py4j.protocol import Py4JError
 
 from sparkmirror.core.ranges import SourceRange
 
 log = logging.getLogger(__name__)
 
+#: The shape read, leaf to source: the batch's logical plan (a LogicalRDD), the RDD it wraps,
+#: the DataSourceRDD that reads the source somewhere in that RDD's lineage, the input partitions
+#: of its partitions (KafkaBatchInputPartition), and each one's offsetRange().
+_BATCH_PLAN = "LogicalRDD"
 _SOURCE_RDD = "DataSourceRDD"
 _MAX_DEPTH = 32
+
+_reasons_logged: set[str] = set()
+
+
+class _ShapeNotFound(Exception):
+    """Spark's plan for the batch is not the shape this module reads."""
 
 
 def planned_ranges(batch_df: Any) -> list[SourceRange] | None:
     """The batch's ``[from, until)`` per source partition, or ``None`` if Spark's plan has another shape."""
     try:
-        leaf = batch_df._jdf.queryExecution().logical()
-        if leaf.getClass().getSimpleName() != "LogicalRDD":
-            return None
-        rdd = _find_source_rdd(leaf.rdd(), 0)
-        if rdd is None:
-            return None
-        ranges: list[SourceRange] = []
-        for part in rdd.partitions():
-            inputs = part.inputPartitions()
-            for i in range(inputs.length()):
-                r = inputs.apply(i).offsetRange()
-                tp = r.topicPartition()
-                ranges.append(
-                    SourceRange(str(tp.topic()), int(tp.partition()), int(r.fromOffset()), int(r.untilOffset()))
-                )
-        return ranges
-    except Exception as exc:  # noqa: BLE001 - Py4J errors for a missing method: another Spark
-        log.debug("planned ranges not readable from this Spark's plan: %s", exc)
-        return None
+        return _read_ranges(batch_df._jdf.queryExecution().logical())
+    except _ShapeNotFound as exc:
+        reason = str(exc)
+    except Exception as exc:  # noqa: BLE001 - Py4J errors for a missing class or method: another Spark
+        lines = str(exc).strip().splitlines() or [""]
+        # Py4J names the JVM object called (o123), a new one each batch.
+        reason = f"{type(exc).__name__}: " + re.sub(r"\bo\d+\.", "o.", lines[0])
+    _log_once(batch_df, reason)
+    return None
+
+
+def _read_ranges(plan: Any) -> list[SourceRange]:
+    if _simple_name(plan) != _BATCH_PLAN:
+        raise _ShapeNotFound(f"the batch's logical plan is {_simple_name(plan)}, not {_BATCH_PLAN}")
+    rdd = _find_source_rdd(plan.rdd(), 0)
+    if rdd is None:
+        raise _ShapeNotFound(f"no {_SOURCE_RDD} within {_MAX_DEPTH} dependencies of the batch's RDD")
+    ranges: list[SourceRange] = []
+    for part in rdd.partitions():
+        for kafka_partition in _input_partitions(part):
+            r = kafka_partition.offsetRange()
+            tp = r.topicPartition()
+            ranges.append(SourceRange(str(tp.topic()), int(tp.partition()), int(r.fromOffset()), int(r.untilOffset())))
+    return ranges
+
+
+def _input_partitions(part: Any) -> list[Any]:
+    """One ``DataSourceRDDPartition``'s input partitions, in either of the layouts Spark has used.
+
+    Spark 4.2 holds one ``inputPartition: Option[InputPartition]`` per RDD partition; Spark 4.0
+    and 4.1 held ``inputPartitions: Seq[InputPartition]``. The pinned Spark's layout is tried first.
+    """
+    try:
+        option = part.inputPartition()
+    except Py4JError:
+        seq = part.inputPartitions()
+        return [seq.apply(i) for i in range(seq.length())]
+    return [option.get()] if option.isDefined() else []
 
 
 def _find_source_rdd(rdd: Any, depth: int) -> Any:
-    if rdd.getClass().getSimpleName() == _SOURCE_RDD:
+    if _simple_name(rdd) == _SOURCE_RDD:
         return rdd
     if depth >= _MAX_DEPTH:
         return None
@@ -62,3 +98,18 @@ def _find_source_rdd(rdd: Any, depth: int) -> Any:
         if found is not None:
             return found
     return None
+
+
+def _simple_name(java_object: Any) -> str:
+    return str(java_object.getClass().getSimpleName())
+
+
+def _log_once(batch_df: Any, reason: str) -> None:
+    if reason in _reasons_logged:
+        return
+    _reasons_logged.add(reason)
+    try:
+        version = str(batch_df.sparkSession.version)
+    except Exception:  # noqa: BLE001 - only for the log line
+        version = "unknown"
+    log.debug("planned ranges not readable from Spark %s's plan: %s", version, reason)

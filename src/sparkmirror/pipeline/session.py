@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sparkmirror.devcluster.artifacts import spark_kafka_artifacts
+from sparkmirror.artifacts import installed_pyspark_version, spark_kafka_artifacts
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +36,30 @@ SPARK_DEFAULTS = {
     "spark.sql.streaming.stopTimeout": "30000",
     "spark.python.worker.reuse": "true",
     "spark.ui.showConsoleProgress": "false",
-    # Checkpoints are local paths (FlowRunner.checkpoint_dir). Spark's default manager writes each
-    # offset- and commit-log file through Hadoop's FileContext, which without Hadoop's native
-    # library forks `chmod` for the file and its checksum: 35-50 ms a write, two per micro-batch.
-    # Through the FileSystem API (a temporary file, then an atomic rename, as before) it is
-    # 8-13 ms (docs/decisions.md, docs/performance.md).
-    "spark.sql.streaming.checkpointFileManagerClass": (
-        "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager"
-    ),
 }
+
+#: Spark 4.1 moved its streaming engine's classes from this package into sub-packages
+#: (``checkpointing``, ``runtime``, ...); names below are given for both layouts.
+_STREAMING = "org.apache.spark.sql.execution.streaming"
+
+
+def _moved_in_spark_4_1(spark_version: str) -> bool:
+    major, minor = (int(p) for p in spark_version.split(".")[:2])
+    return (major, minor) >= (4, 1)
+
+
+def checkpoint_file_manager(spark_version: str) -> str:
+    """Spark's FileSystem-based checkpoint file manager, named for ``spark_version``'s package layout.
+
+    Checkpoints are local paths (FlowRunner.checkpoint_dir). Spark's default manager writes each
+    offset- and commit-log file through Hadoop's FileContext, which without Hadoop's native
+    library forks `chmod` for the file and its checksum: 35-50 ms a write, two per micro-batch.
+    Through the FileSystem API (a temporary file, then an atomic rename, as before) it is
+    8-13 ms (docs/decisions.md, docs/performance.md). A name Spark does not have would fail
+    every query at its start, so it follows the installed Spark.
+    """
+    package = f"{_STREAMING}.checkpointing" if _moved_in_spark_4_1(spark_version) else _STREAMING
+    return f"{package}.FileSystemBasedCheckpointFileManager"
 
 
 def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmirror") -> Any:
@@ -52,6 +67,7 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmi
 
     jars = [str(j) for j in spark_kafka_artifacts().jars()]
     settings = dict(SPARK_DEFAULTS)
+    settings["spark.sql.streaming.checkpointFileManagerClass"] = checkpoint_file_manager(installed_pyspark_version())
     if master.startswith("local"):
         # local[N,F]: F task attempts, as spark.task.maxFailures elsewhere.
         if "," not in master and master.startswith("local["):
@@ -80,7 +96,8 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmi
 #: Spark loggers whose warnings describe how sparkmirror is meant to run. ProcessingTimeExecutor warns
 #: on every micro-batch that takes longer than the trigger interval: under load a mirror's batches
 #: run back to back by design (``sparkmirror.trigger.interval.ms``), which made one line per batch.
-_EXPECTED_WARNINGS = ("org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",)
+#: Both names: the class moved in Spark 4.1, and quieting a logger that no class uses costs nothing.
+_EXPECTED_WARNINGS = (f"{_STREAMING}.ProcessingTimeExecutor", f"{_STREAMING}.runtime.ProcessingTimeExecutor")
 
 
 def _quiet_expected_warnings(spark: Any) -> None:

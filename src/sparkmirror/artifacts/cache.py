@@ -1,4 +1,4 @@
-"""Fetch the JVM artifacts sparkmirror runs on, once, into a local cache.
+"""The jar cache: fetch the JVM artifacts sparkmirror runs on, once, from Maven Central.
 
 Sets of jars come from Maven Central: Apache Kafka's broker
 (``org.apache.kafka:kafka_2.13`` and its runtime dependencies) for the local

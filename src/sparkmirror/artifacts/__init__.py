@@ -1,0 +1,38 @@
+"""The JVM jars sparkmirror runs on, resolved from Maven Central once and then read offline.
+
+Production needs Spark's Kafka connector (the pipeline's session puts it on
+Spark's classpath); the dev clusters, the tests and the benchmark need Kafka's
+broker, its MM2 client and MM2 itself. Each is an :class:`ArtifactSet` whose
+jars live in one folder of the cache under ``$SPARKMIRROR_CACHE`` (default
+``~/.cache/sparkmirror``). This package must never reach the network except in
+:func:`fetch` (``sparkmirror setup``, or a benchmark's first run), never write
+into the project tree, and never import a Kafka client or start a JVM.
+"""
+
+from sparkmirror.artifacts.cache import (
+    KAFKA_VERSION,
+    SCALA_BINARY,
+    ArtifactSet,
+    cache_root,
+    fetch,
+    fetch_all,
+    installed_pyspark_version,
+    kafka_broker_artifacts,
+    mm2_artifacts,
+    mm2_client_artifacts,
+    spark_kafka_artifacts,
+)
+
+__all__ = [
+    "KAFKA_VERSION",
+    "SCALA_BINARY",
+    "ArtifactSet",
+    "cache_root",
+    "fetch",
+    "fetch_all",
+    "installed_pyspark_version",
+    "kafka_broker_artifacts",
+    "mm2_artifacts",
+    "mm2_client_artifacts",
+    "spark_kafka_artifacts",
+]

@@ -22,11 +22,15 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
+from py4j.java_gateway import JavaObject
 from py4j.protocol import Py4JError
 
 from sparkmirror.core.ranges import SourceRange
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +48,7 @@ class _ShapeNotFound(Exception):
     """Spark's plan for the batch is not the shape this module reads."""
 
 
-def planned_ranges(batch_df: Any) -> list[SourceRange] | None:
+def planned_ranges(batch_df: DataFrame) -> list[SourceRange] | None:
     """The batch's ``[from, until)`` per source partition, or ``None`` if Spark's plan has another shape."""
     try:
         return _read_ranges(batch_df._jdf.queryExecution().logical())
@@ -58,7 +62,7 @@ def planned_ranges(batch_df: Any) -> list[SourceRange] | None:
     return None
 
 
-def _read_ranges(plan: Any) -> list[SourceRange]:
+def _read_ranges(plan: JavaObject) -> list[SourceRange]:
     if _simple_name(plan) != _BATCH_PLAN:
         raise _ShapeNotFound(f"the batch's logical plan is {_simple_name(plan)}, not {_BATCH_PLAN}")
     rdd = _find_source_rdd(plan.rdd(), 0)
@@ -73,7 +77,7 @@ def _read_ranges(plan: Any) -> list[SourceRange]:
     return ranges
 
 
-def _input_partitions(part: Any) -> list[Any]:
+def _input_partitions(part: JavaObject) -> list[JavaObject]:
     """One ``DataSourceRDDPartition``'s input partitions, in either of the layouts Spark has used.
 
     Spark 4.2 holds one ``inputPartition: Option[InputPartition]`` per RDD partition; Spark 4.0
@@ -87,7 +91,7 @@ def _input_partitions(part: Any) -> list[Any]:
     return [option.get()] if option.isDefined() else []
 
 
-def _find_source_rdd(rdd: Any, depth: int) -> Any:
+def _find_source_rdd(rdd: JavaObject, depth: int) -> JavaObject | None:
     if _simple_name(rdd) == _SOURCE_RDD:
         return rdd
     if depth >= _MAX_DEPTH:
@@ -100,11 +104,11 @@ def _find_source_rdd(rdd: Any, depth: int) -> Any:
     return None
 
 
-def _simple_name(java_object: Any) -> str:
+def _simple_name(java_object: JavaObject) -> str:
     return str(java_object.getClass().getSimpleName())
 
 
-def _log_once(batch_df: Any, reason: str) -> None:
+def _log_once(batch_df: DataFrame, reason: str) -> None:
     if reason in _reasons_logged:
         return
     _reasons_logged.add(reason)

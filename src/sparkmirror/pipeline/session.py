@@ -15,9 +15,12 @@ import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkmirror.artifacts import installed_pyspark_version, spark_kafka_artifacts
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -51,18 +54,18 @@ def _moved_in_spark_4_1(spark_version: str) -> bool:
 def checkpoint_file_manager(spark_version: str) -> str:
     """Spark's FileSystem-based checkpoint file manager, named for ``spark_version``'s package layout.
 
-    Checkpoints are local paths (FlowRunner.checkpoint_dir). Spark's default manager writes each
-    offset- and commit-log file through Hadoop's FileContext, which without Hadoop's native
-    library forks `chmod` for the file and its checksum: 35-50 ms a write, two per micro-batch.
-    Through the FileSystem API (a temporary file, then an atomic rename, as before) it is
-    8-13 ms (docs/decisions.md, docs/performance.md). A name Spark does not have would fail
-    every query at its start, so it follows the installed Spark.
+    Checkpoints are local paths (``driver/query.checkpoint_dir``). Spark's default manager writes
+    each offset- and commit-log file through Hadoop's FileContext, which without Hadoop's native
+    library forks `chmod` for the file and its checksum, twice per micro-batch; through the
+    FileSystem API (a temporary file, then an atomic rename, as before) it is several times faster
+    (measured in docs/performance.md). A name Spark does not have would fail every query at its
+    start, so it follows the installed Spark.
     """
     package = f"{_STREAMING}.checkpointing" if _moved_in_spark_4_1(spark_version) else _STREAMING
     return f"{package}.FileSystemBasedCheckpointFileManager"
 
 
-def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmirror") -> Any:
+def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmirror") -> SparkSession:
     from pyspark.sql import SparkSession
 
     jars = [str(j) for j in spark_kafka_artifacts().jars()]
@@ -100,9 +103,10 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmi
 _EXPECTED_WARNINGS = (f"{_STREAMING}.ProcessingTimeExecutor", f"{_STREAMING}.runtime.ProcessingTimeExecutor")
 
 
-def _quiet_expected_warnings(spark: Any) -> None:
+def _quiet_expected_warnings(spark: SparkSession) -> None:
     try:
         jvm = spark.sparkContext._jvm
+        assert jvm is not None
         error = jvm.org.apache.logging.log4j.Level.ERROR
         for name in _EXPECTED_WARNINGS:
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, error)

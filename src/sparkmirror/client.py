@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from sparkmirror.config.model import ClusterConfig
 from sparkmirror.core.formats import Checkpoint
 from sparkmirror.core.mirrorclient import (
     CheckpointIndex,
@@ -56,7 +57,7 @@ from sparkmirror.core.mirrorclient import (
 )
 from sparkmirror.core.policy import ReplicationPolicy
 from sparkmirror.errors import ConfigError, SparkMirrorError
-from sparkmirror.kafka.clients import admin_config, librdkafka_config
+from sparkmirror.kafka.flowclients import ClusterClients
 
 __all__ = [
     "CheckpointsTopicNotFoundError",
@@ -339,13 +340,22 @@ class MirrorClient:
         policy, props = resolve_policy(config, replication_policy, separator, internal_topic_separator_enabled)
         common, consumer_only, admin_only = _split_roles(props)
         java = {**common, "bootstrap.servers": bootstrap}
-        consumer_conf = {**_READER_DEFAULTS, **librdkafka_config({**java, **consumer_only}, role="consumer")}
-        consumer_conf.update(_READER_FIXED)
+        # The same settings builder as the run, translate and failover (secrets kept as SecretStr
+        # in the model, revealed only into the client settings).
+        cluster = ClusterClients(
+            ClusterConfig(
+                alias=bootstrap,
+                bootstrap_servers=bootstrap,
+                client_props=java,
+                consumer_props={**java, **consumer_only},
+                admin_props={**java, **admin_only},
+            )
+        )
         self.bootstrap = bootstrap
         self.policy: ReplicationPolicy = policy
         self.timeout_s = timeout_s
-        self._consumer_conf = consumer_conf
-        self._admin_conf = admin_config({**java, **admin_only})
+        self._consumer_conf = {**_READER_DEFAULTS, **cluster.consumer, **_READER_FIXED}
+        self._admin_conf = cluster.admin_config
         self._tails: dict[str, _CheckpointTail] = {}
         self._admin: Any = None
         self._lock = threading.Lock()

@@ -29,15 +29,25 @@ def test_chores_run_when_due_and_every_interval_after() -> None:
     assert s.run_due() == []
 
 
-def test_postpone_moves_only_the_chores_named() -> None:
+def test_due_in_moves_only_the_chores_named_sooner_or_later() -> None:
     clock, ran = Clock(), []
     s = Scheduler(clock)
-    s.every("refresh", 1, lambda: ran.append("refresh"), now=True)
+    s.every("refresh", 600, lambda: ran.append("refresh"))
     s.every("checkpoints", 1, lambda: ran.append("checkpoints"), now=True)
-    s.postpone(30, "refresh")
+    s.due_in(5, "refresh")  # a failed refresh is tried again after the back-off, not its interval
     assert s.run_due() == ["checkpoints"]
-    clock.now += 31
+    clock.now += 5
     assert s.run_due() == ["refresh", "checkpoints"]
+
+
+def test_a_chore_waiting_for_its_condition_keeps_its_turn() -> None:
+    clock, running = Clock(), [False]
+    s = Scheduler(clock)
+    s.every("checkpoints", 60, lambda: None, now=True, when=lambda: running[0])
+    clock.now += 30
+    assert s.run_due() == []
+    running[0] = True  # the query started: the first pass runs at once, not an interval later
+    assert s.run_due() == ["checkpoints"]
 
 
 def test_a_failing_chore_is_not_run_again_before_its_next_turn() -> None:

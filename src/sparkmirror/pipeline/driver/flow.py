@@ -14,7 +14,6 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
@@ -125,23 +124,25 @@ class Flow:
         self._schedule()
 
     def _schedule(self) -> None:
+        """The chores, added on the first start; a restart moves only the topic refresh and config sync
+        one interval on (checkpoints and group sync keep their turn, as a crash loop must not multiply
+        them)."""
         flow, s = self.flow, self.scheduler
-        s.clear()
         if self.once:
             return
+        if s.chores:
+            s.restart(REFRESH, CONFIG_SYNC)
+            return
+        running = self._running
         s.every(REFRESH, flow.refresh_topics_interval_seconds, self._refresh_topics)
-        s.every(CHECKPOINTS, flow.emit_checkpoints_interval_seconds, self._running(self._checkpoint_pass), now=True)
+        s.every(CHECKPOINTS, flow.emit_checkpoints_interval_seconds, self._checkpoint_pass, now=True, when=running)
         if flow.sync_group_offsets_enabled:
-            s.every(GROUP_SYNC, flow.sync_group_offsets_interval_seconds, self._running(self._sync_groups), now=True)
+            s.every(GROUP_SYNC, flow.sync_group_offsets_interval_seconds, self._sync_groups, now=True, when=running)
         if flow.sync_topic_configs_enabled:
-            s.every(CONFIG_SYNC, flow.sync_topic_configs_interval_seconds, self._running(self._sync_configs))
+            s.every(CONFIG_SYNC, flow.sync_topic_configs_interval_seconds, self._sync_configs, when=running)
 
-    def _running(self, chore: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            if self.query is not None:
-                chore()
-
-        return run
+    def _running(self) -> bool:
+        return self.query is not None
 
     def poll(self) -> None:
         """While the query runs: its lag, and the chores that are due."""

@@ -3,7 +3,9 @@
 A failure is retried unless retrying cannot fix it: a record the target refuses for good (the
 sink's terminal error), an executor environment that cannot run the job (a missing module, code
 that cannot be shipped), a configuration error. ``--once`` gives up after a few failures in a
-row. A cluster that cannot be reached is not a reason to stop: the step is retried with back-off.
+row. A cluster that cannot be reached is not a reason to stop: a failed start is tried again after
+a back-off (1 s doubling to 60 s), and while the query runs a failed chore makes the topic refresh
+and config sync due again after that back-off.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ class FlowSupervisor:
             if self.flow.query is None:
                 self._restart_at = time.monotonic() + delay
             else:
-                self.flow.scheduler.postpone(delay, REFRESH, CONFIG_SYNC)
+                self.flow.scheduler.due_in(delay, REFRESH, CONFIG_SYNC)
 
     def _poll(self) -> None:
         flow = self.flow

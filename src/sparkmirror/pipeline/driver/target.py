@@ -16,11 +16,12 @@ import logging
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.kafka.flowclients import FlowClients
-from sparkmirror.kafka.internal import ensure_topic
+from sparkmirror.kafka.internal import InternalTopicError, ensure_topic
 from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore
 from sparkmirror.offsets.syncs import OffsetSyncWriter
+from sparkmirror.pipeline.exceptions import FlowFailed
 from sparkmirror.pipeline.executor.plan import WritePlan
 
 log = logging.getLogger(__name__)
@@ -55,12 +56,18 @@ class TargetPreparer:
         """The dead-letter topic, then the remote topics of ``topics`` (source topic -> partitions)."""
         flow = self.flow
         if flow.errors_tolerance == "all" and flow.dead_letter_topic:
-            ensure_topic(
-                self.clients.target_admin,
-                flow.dead_letter_topic,
-                replication_factor=flow.replication_factor,
-                purpose=f"dead-letter topic of flow {flow.name}",
-            )
+            try:
+                ensure_topic(
+                    self.clients.target_admin,
+                    flow.dead_letter_topic,
+                    replication_factor=flow.replication_factor,
+                    purpose=f"dead-letter topic of flow {flow.name}",
+                )
+            except InternalTopicError as exc:
+                # Refused by the target (ACLs, a policy): records would have nowhere to go.
+                raise FlowFailed(
+                    f"flow={flow.name} cannot create dead-letter topic {flow.dead_letter_topic}: {exc}"
+                ) from None
         self.topics.sync(topics, configs=configs)
 
     def fit_writer(self, plan: WritePlan, topics: dict[str, int]) -> WritePlan:

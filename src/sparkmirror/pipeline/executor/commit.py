@@ -172,13 +172,15 @@ class Transactional:
                 ) from None
 
     def abandon(self, parts: Sequence[PartitionWrite]) -> None:
+        """Abort what is open; forget every producer of the task (the next task makes and fences anew)."""
         for producer in self.open_tx.values():
             try:
                 producer.abort_transaction(30)
             except Exception:  # noqa: BLE001 - fatal/fenced producers cannot abort; drop them
                 pass
-            clients.forget(producer)
         self.open_tx.clear()
+        for w in parts:
+            clients.forget(w.producer)
 
 
 def committed_progress(plan: WritePlan, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:

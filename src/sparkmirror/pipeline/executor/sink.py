@@ -63,6 +63,8 @@ DLQ_HEADER_PREFIX = "__connect.errors."
 
 #: Delivery reports are served every this many records handed to a producer.
 _POLL_EVERY = 1024
+#: Seconds between polls of every producer of a task (exactly-once has one per partition).
+_POLL_ALL_S = 0.05
 
 
 def record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
@@ -232,6 +234,8 @@ class Sink:
         self.plan = plan
         self.commit = commit
         self.parts: dict[PartitionKey, PartitionWrite] = {}
+        self._producers: list[Producer] = []
+        self._next_poll_all = 0.0
 
     def open(self, partitions: Iterable[PartitionKey]) -> dict[PartitionKey, int]:
         """Ready these source partitions; returns each one's floor: records below it are already
@@ -247,6 +251,8 @@ class Sink:
             )
             self.parts[key] = w
             new.append(w)
+            if not any(p is w.producer for p in self._producers):
+                self._producers.append(w.producer)
         if new:
             self.commit.open(new)
         return {key: w.floor for key, w in self.parts.items()}
@@ -315,6 +321,12 @@ class Sink:
         w.max_ts = max_ts
         w.last_offset = last
         producer.poll(0)
+        if len(self._producers) > 1 and time.monotonic() >= self._next_poll_all:
+            # Exactly-once has a producer per partition: serve the delivery reports of those whose
+            # partitions got nothing lately too, a few times a second (not after every write).
+            self._next_poll_all = time.monotonic() + _POLL_ALL_S
+            for p in self._producers:
+                p.poll(0)
         if self.plan.test_fail_after_records:
             self._test_hook_fail()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from sparkmirror.core.ranges import SourceRange
@@ -27,7 +27,7 @@ from sparkmirror.pipeline.executor.sink import Headers, Record
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from confluent_kafka import Consumer, KafkaError
+    from confluent_kafka import KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -139,18 +139,17 @@ class _Range:
 class RangeReader:
     """Reads ``ranges`` to their ends; iterating yields one partition's records at a time."""
 
-    def __init__(self, plan: WritePlan, ranges: Iterable[SourceRange], consumer: Consumer | None = None) -> None:
+    def __init__(self, plan: WritePlan, ranges: Iterable[SourceRange]) -> None:
         self.plan = plan
         self.ranges = [r for r in ranges if r.until > r.start]
-        self.consumer = consumer if consumer is not None else clients.source_consumer(plan)
 
-    def __iter__(self) -> Iterator[tuple[PartitionKey, list[Record]]]:
+    def __iter__(self) -> Generator[tuple[PartitionKey, list[Record]], None, None]:
         from confluent_kafka import KafkaError, TopicPartition
 
         active = {(r.topic, r.partition): _Range(r) for r in self.ranges}
         if not active:
-            return
-        consumer = self.consumer
+            return  # nothing to read: no consumer is made
+        consumer = clients.source_consumer(self.plan)
         eof = KafkaError._PARTITION_EOF
         try:
             consumer.incremental_assign([TopicPartition(t, p, s.r.start) for (t, p), s in active.items()])

@@ -65,8 +65,12 @@ def copy_ranges(ranges: list[SourceRange], plan: WritePlan) -> list[PartitionRes
                     done,
                 )
             todo.append(SourceRange(r.topic, r.partition, max(r.start, done), r.until))
-        for partition, records in RangeReader(plan, todo):
-            sink.write(partition, records)
+        reader = iter(RangeReader(plan, todo))
+        try:
+            for partition, records in reader:
+                sink.write(partition, records)
+        finally:
+            reader.close()  # a failed write closes the reader now (it drops a failed consumer)
         return sink.close()
     except BaseException:
         sink.abandon()

@@ -1,0 +1,134 @@
+"""The supervisor's rules without Spark: what stops a flow, what is retried, how long it waits."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from sparkmirror.pipeline.driver import supervisor as sup
+from sparkmirror.pipeline.driver.flow import CONFIG_SYNC, REFRESH
+from sparkmirror.pipeline.driver.scheduler import Scheduler
+from sparkmirror.pipeline.exceptions import TERMINAL_MARKER, FlowFailed
+
+
+class Query:
+    def __init__(self, error: BaseException | None) -> None:
+        self.isActive = False
+        self.error = error
+
+
+class StandInFlow:
+    """What the supervisor uses of a Flow."""
+
+    def __init__(self, *, once: bool = False) -> None:
+        self.flow = SimpleNamespace(name="A->B")
+        self.once = once
+        self.stop_requested = threading.Event()
+        self.progress = SimpleNamespace(restarts=0)
+        self.batches = SimpleNamespace(succeeded=False)
+        self.scheduler = Scheduler()
+        self.query: Query | None = None
+        self.finished = False
+        self.starts = 0
+        self.polls = 0
+
+    def start(self) -> None:
+        self.starts += 1
+
+    def poll(self) -> None:
+        self.polls += 1
+
+    def take_ended_query(self) -> BaseException | None:
+        assert self.query is not None
+        error, self.query = self.query.error, None
+        return error
+
+    def finish(self) -> None:
+        self.finished = True
+
+
+def _ended(flow: StandInFlow, error: BaseException | None) -> sup.FlowSupervisor:
+    s = sup.FlowSupervisor(flow)  # type: ignore[arg-type]
+    flow.query = Query(error)
+    return s
+
+
+def test_a_terminal_error_stops_the_flow_with_its_own_sentence() -> None:
+    flow = StandInFlow()
+    s = _ended(flow, RuntimeError(f"Py4JJavaError ... {TERMINAL_MARKER} flow=A->B t[0] offset=7: refused\n at ..."))
+    with pytest.raises(FlowFailed, match=r"^flow=A->B t\[0\] offset=7: refused$"):
+        s.poll()
+
+
+def test_an_executor_environment_error_stops_the_flow() -> None:
+    s = _ended(StandInFlow(), RuntimeError("...\nModuleNotFoundError: No module named 'confluent_kafka'\n..."))
+    with pytest.raises(FlowFailed, match="cannot run: ModuleNotFoundError: No module named 'confluent_kafka'"):
+        s.poll()
+
+
+def test_any_other_query_failure_is_replayed_after_a_back_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(sup.time, "monotonic", lambda: clock[0])
+    flow = StandInFlow()
+    s = _ended(flow, RuntimeError("TimeoutException: broker down"))
+    s.poll()
+    assert (s.failures, flow.starts) == (1, 0)
+    clock[0] += sup.RESTART_BACKOFF_S[0]
+    s.poll()
+    assert flow.starts == 1 and flow.progress.restarts == 1
+
+
+def test_a_stop_request_ends_the_flow_without_a_restart() -> None:
+    flow = StandInFlow()
+    flow.stop_requested.set()
+    s = _ended(flow, RuntimeError("StopRequested: flow=A->B batch 3 abandoned: stop requested"))
+    s.poll()
+    assert flow.finished and s.failures == 0
+
+
+def test_a_query_that_ends_cleanly_finishes_the_flow() -> None:
+    flow = StandInFlow(once=True)
+    _ended(flow, None).poll()
+    assert flow.finished
+
+
+def test_once_gives_up_after_five_failures_in_a_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(sup.time, "monotonic", lambda: clock[0])
+    flow = StandInFlow(once=True)
+    s = sup.FlowSupervisor(flow)  # type: ignore[arg-type]
+    with pytest.raises(FlowFailed, match="failed 5 times in a row: TimeoutException"):
+        for _ in range(4 * sup.ONCE_MAX_FAILURES):  # each failure: a back-off, a restart, a new query
+            flow.query = Query(RuntimeError("TimeoutException: broker down"))
+            s.poll()
+            clock[0] += 100
+    assert s.failures == sup.ONCE_MAX_FAILURES and flow.starts == sup.ONCE_MAX_FAILURES - 1
+
+
+def test_a_failing_chore_makes_refresh_and_config_sync_due_after_the_back_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    flow = StandInFlow()
+    flow.scheduler.every(REFRESH, 600, lambda: None)
+    flow.scheduler.every(CONFIG_SYNC, 600, lambda: None)
+    flow.query = Query(None)
+    flow.query.isActive = True
+
+    def boom() -> None:
+        raise RuntimeError("KafkaException: _TIMED_OUT")
+
+    monkeypatch.setattr(flow, "poll", boom)
+    s = sup.FlowSupervisor(flow)  # type: ignore[arg-type]
+    s.poll()
+    due = {c.name: c.due - flow.scheduler.clock() for c in flow.scheduler.chores.values()}
+    assert s.failures == 1
+    assert all(0 < d <= sup.RESTART_BACKOFF_S[0] for d in due.values()), due
+
+
+def test_a_committed_batch_resets_the_failure_count() -> None:
+    flow = StandInFlow()
+    s = sup.FlowSupervisor(flow)  # type: ignore[arg-type]
+    s.failures = 3
+    flow.batches.succeeded = True
+    s.poll()
+    assert s.failures == 0 and flow.polls == 1

@@ -145,6 +145,10 @@ class CheckpointEmitter:
             what=f"flow={self.flow.name}: checkpoints",
         )
 
+    def close(self) -> None:
+        """Let go of the checkpoint producer (its writes were durable when they returned)."""
+        self._producer = None
+
     # -- group offset sync ----------------------------------------------------
     def sync_group_offsets(self) -> int:
         """Commit translated offsets to empty or absent groups on the target; never backwards."""

@@ -79,3 +79,4 @@ class HeartbeatEmitter:
     def close(self) -> None:
         for producer, _a, _rf in self.clusters.values():
             producer.flush(5)
+        self.clusters.clear()  # the last references: librdkafka destroys the clients now

@@ -54,6 +54,11 @@ class _Admins:
                 admin = self._made[name] = AdminClient(dict(conf))
             return admin
 
+    def close(self) -> None:
+        """Let go of the admin clients (the last reference: librdkafka destroys them now)."""
+        with self._lock:
+            self._made.clear()
+
 
 class ClusterClients:
     """Client settings for one cluster, secrets revealed only into them.
@@ -83,6 +88,9 @@ class ClusterClients:
         """Have librdkafka check the consumer and admin settings now (a refused one exits 2)."""
         validate_librdkafka(self.consumer, role=f"cluster {self.alias} consumer", key_hint=f"{self.alias}.consumer")
         validate_librdkafka(self.admin_config, role=f"cluster {self.alias} admin", key_hint=f"{self.alias}.admin")
+
+    def close(self) -> None:
+        self._admins.close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.alias})"
@@ -170,6 +178,10 @@ class FlowClients:
             (flow.target_consumer_props(reveal_secrets=True), "target consumer", f"{flow.target}.consumer"),
         ):
             validate_librdkafka(librdkafka_config(props, role=role), role=f"flow={flow.name} {role}", key_hint=hint)
+
+    def close(self) -> None:
+        """Let go of the admin clients, when the flow's work is over (made again if asked for)."""
+        self._admins.close()
 
     def __repr__(self) -> str:
         return f"FlowClients({self.flow.name})"

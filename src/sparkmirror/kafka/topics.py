@@ -21,7 +21,7 @@ from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.flowclients import FlowClients
 
 if TYPE_CHECKING:
-    from confluent_kafka.admin import TopicMetadata
+    from confluent_kafka.admin import AdminClient, TopicMetadata
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,15 @@ class TopicSync:
 
     def __init__(self, clients: FlowClients) -> None:
         self.flow = clients.flow
-        self.source_admin = clients.source_admin
-        self.target_admin = clients.target_admin
+        self.clients = clients
+
+    @property
+    def source_admin(self) -> AdminClient:
+        return self.clients.source_admin
+
+    @property
+    def target_admin(self) -> AdminClient:
+        return self.clients.target_admin
 
     # -- what to mirror -----------------------------------------------------
     def source_topics(self) -> dict[str, int]:

@@ -178,3 +178,4 @@ class OffsetMapStore:
     def close(self) -> None:
         if self._producer is not None and self._producer.flush(10):
             log.warning("flow=%s records for %s were not delivered before shutdown", self.flow.name, self.topic)
+        self._producer = None  # the last reference: librdkafka destroys it now

@@ -277,10 +277,18 @@ class Flow:
             self._sync_groups()
 
     def close(self) -> None:
+        """Stop the query and let go of every Kafka client of the flow.
+
+        Spark keeps the batch handler (and with it this flow's parts) referenced until the session
+        ends; clients let go of here are destroyed now, not when the process exits (their threads
+        would log refused connections once the clusters are gone).
+        """
         self.stop_requested.set()
         self.stop_query()
         self.store.close()
         self.syncs.close()
+        self.checkpoints.close()
+        self.clients.close()
 
     def report_line(self) -> str:
         return self.progress.report_line()

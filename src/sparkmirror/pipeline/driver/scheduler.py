@@ -69,6 +69,3 @@ class Scheduler:
         for name in names:
             if name in self.chores:
                 self.chores[name].due = now + self.chores[name].interval_s
-
-    def clear(self) -> None:
-        self.chores.clear()

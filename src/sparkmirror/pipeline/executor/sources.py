@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Generator, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from sparkmirror.core.ranges import SourceRange
 from sparkmirror.pipeline.exceptions import WriteError
@@ -166,41 +166,38 @@ class RangeReader:
                 runs: dict[PartitionKey, list[Record]] = {}
                 for m in msgs:
                     err = m.error()
-                    key = (m.topic(), m.partition())
-                    s = active.get(key)  # type: ignore[arg-type]
+                    key = cast(PartitionKey, (m.topic(), m.partition()))
+                    s = active.get(key)
                     if s is None:
                         if err is not None and err.code() != eof:
                             self._client_error(err)  # not about one partition: raises if fatal, else logs
                         continue  # a partition already complete (or fetched for an earlier task)
-                    offset: int = m.offset()  # type: ignore[assignment]
+                    offset = cast(int, m.offset())
                     if err is not None:
-                        if err.code() == eof:
-                            if offset >= s.r.until:
-                                done.append(key)  # type: ignore[arg-type]
-                                del active[key]  # type: ignore[arg-type]
-                            continue
-                        # Also UNKNOWN_TOPIC_OR_PART: the batch is replayed, and Spark leaves a
-                        # deleted topic out when it plans the replay again (failOnDataLoss=false).
-                        raise WriteError(
-                            f"flow={self.plan.flow} {s.r.topic}[{s.r.partition}] offset={s.next}: reading the "
-                            f"source failed ({err.name()}: {err.str()}); the batch will be replayed",
-                            terminal=False,
-                        )
-                    if offset >= s.r.until:
-                        done.append(key)  # type: ignore[arg-type]
-                        del active[key]  # type: ignore[arg-type]
-                        continue
-                    if offset < s.next:
+                        if err.code() != eof:
+                            # Also UNKNOWN_TOPIC_OR_PART: the batch is replayed, and Spark leaves a
+                            # deleted topic out when it plans the replay again (failOnDataLoss=false).
+                            raise WriteError(
+                                f"flow={self.plan.flow} {s.r.topic}[{s.r.partition}] offset={s.next}: reading the "
+                                f"source failed ({err.name()}: {err.str()}); the batch will be replayed",
+                                terminal=False,
+                            )
+                        complete = offset >= s.r.until  # the partition's end, at or past the range's
+                    elif offset >= s.r.until:
+                        complete = True  # a record past the range (a gap before until: compaction, markers)
+                    elif offset < s.next:
                         continue  # fetched for an earlier assignment of this partition, or handed over again
-                    s.next = offset + 1
-                    ts = m.timestamp()[1]
-                    run = runs.get(key)  # type: ignore[arg-type]
-                    if run is None:
-                        run = runs[key] = []  # type: ignore[index]
-                    run.append((offset, m.key(), m.value(), ts if ts > 0 else 0, m.headers()))  # type: ignore[arg-type]
-                    if offset + 1 >= s.r.until:
-                        done.append(key)  # type: ignore[arg-type]
-                        del active[key]  # type: ignore[arg-type]
+                    else:
+                        s.next = offset + 1
+                        ts = m.timestamp()[1]
+                        run = runs.get(key)
+                        if run is None:
+                            run = runs[key] = []
+                        run.append((offset, m.key(), m.value(), ts if ts > 0 else 0, m.headers()))  # type: ignore[arg-type]
+                        complete = offset + 1 >= s.r.until  # the range's last record
+                    if complete:
+                        done.append(key)
+                        del active[key]
                 if runs or done:
                     last_progress = time.monotonic()
                 yield from runs.items()

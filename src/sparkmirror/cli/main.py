@@ -1,7 +1,9 @@
 """Entry point: parse, configure logging once, dispatch, map errors to exit codes.
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error; failover and
-failback add 3 (a group is active on the destination) and 4 (replication has not caught up).
+failback add 3 (a group is active on the destination) and 4 (replication has not caught up);
+status adds 5 (a partition lags beyond the limit given) and 6 (a flow failed, went silent or
+never reported).
 Heavy imports (pyspark, confluent-kafka) happen inside the commands.
 """
 
@@ -56,7 +58,7 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from sparkmirror.cli import demo, dev, failover, offsets, run, setup
+    from sparkmirror.cli import demo, dev, failover, offsets, run, setup, status
 
     cli.add_command(setup.setup)
     cli.add_command(dev.dev)
@@ -65,6 +67,7 @@ def _register() -> None:
     cli.add_command(offsets.offsets)
     cli.add_command(failover.failover)
     cli.add_command(failover.failback)
+    cli.add_command(status.status)
 
 
 _register()

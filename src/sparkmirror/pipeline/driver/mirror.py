@@ -18,6 +18,8 @@ from sparkmirror.pipeline.exceptions import FlowFailed
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sparkmirror.metrics.exporter import MirrorMetrics
+
 log = logging.getLogger(__name__)
 
 #: How often the main loop looks at the flows, in seconds.
@@ -56,6 +58,7 @@ class Mirror:
         self.runners: list[Flow] = []
         self.supervisors: list[FlowSupervisor] = []
         self.spark: SparkSession | None = None
+        self.metrics: MirrorMetrics | None = None
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -65,6 +68,12 @@ class Mirror:
     def run(self, *, on_progress: Callable[[list[Flow]], None] | None = None) -> list[Flow]:
         from sparkmirror.pipeline.session import build_session
 
+        settings = self.config.spark
+        if settings.metrics_port is not None:
+            from sparkmirror.metrics.exporter import MirrorMetrics
+
+            self.metrics = MirrorMetrics()
+            self.metrics.serve(settings.metrics_host, settings.metrics_port)
         self.spark = spark = build_session(self.master, self.spark_conf)
         chores = Scheduler()
         heartbeats = self._heartbeats()
@@ -78,7 +87,7 @@ class Mirror:
                 chores.every("progress", interval, lambda: on_progress(self.runners))
             for config in self.config.flows:
                 log.info("flow=%s mode=%s", config.name, "exactly-once" if config.exactly_once else "at-least-once")
-                flow = Flow(spark, config, once=self.once)
+                flow = Flow(spark, config, once=self.once, metrics=self.metrics)
                 supervisor = FlowSupervisor(flow)
                 self.runners.append(flow)
                 self.supervisors.append(supervisor)
@@ -97,6 +106,8 @@ class Mirror:
                 s.stop()
             if heartbeats is not None:
                 heartbeats.close()
+            if self.metrics is not None:
+                self.metrics.close()
         return self.runners
 
     def _heartbeats(self) -> HeartbeatEmitter | None:

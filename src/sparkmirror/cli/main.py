@@ -43,11 +43,17 @@ class _Group(click.Group):
 
 
 def _setup_logging(verbose: int) -> None:
-    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose or os.environ.get("CI") else logging.INFO
+    """Our lines at INFO (DEBUG with -vv); librdkafka's and Spark's only when they matter.
+
+    librdkafka's lines (through :mod:`sparkmirror.kafka.factory`) show from WARNING, from INFO with
+    ``-v``; Spark's log4j from ERROR, from WARN with ``-v`` and INFO with ``-vv``.
+    """
+    level = logging.DEBUG if verbose > 1 else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    # librdkafka and py4j are chatty at INFO.
-    for noisy in ("py4j", "sparkmirror.kafka.librdkafka", "sparkmirror.devcluster.librdkafka"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    librdkafka = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.getLogger("sparkmirror.kafka.librdkafka").setLevel(librdkafka)
+    logging.getLogger("py4j").setLevel(logging.DEBUG if verbose > 2 else logging.WARNING)  # a line per call
+    os.environ.setdefault("SPARKMIRROR_SPARK_LOG_LEVEL", ("ERROR", "WARN", "INFO")[min(verbose, 2)])
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
@@ -70,5 +73,57 @@ def run(config: Path, clusters: str | None, once: bool, master: str | None, spar
         for r in runners:
             log.info(r.report_line())
 
-    runners = mirror.run(on_progress=on_progress)
+    if sys.stderr.isatty() and not os.environ.get("CI"):
+        with LiveView() as view:
+            runners = mirror.run(on_progress=view.update, progress_every_s=1.0)
+    else:
+        runners = mirror.run(on_progress=on_progress)
     print_summary(runners)
+
+
+class LiveView:
+    """On a terminal: one row per flow, redrawn every second, with the log printed above it."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console(stderr=True)
+        self.live = Live(console=self.console, refresh_per_second=2, redirect_stderr=True, transient=False)
+        self._handlers: list[tuple[logging.StreamHandler[TextIO], TextIO]] = []
+
+    def __enter__(self) -> LiveView:
+        self.live.__enter__()
+        # The log's handler holds the stderr it was given; point it at the display's proxy so
+        # lines print above the table instead of through it.
+        for h in logging.getLogger().handlers:
+            if isinstance(h, logging.StreamHandler) and h.stream in (sys.__stderr__, self.live.console.file):
+                self._handlers.append((h, h.stream))
+                h.setStream(sys.stderr)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for h, stream in self._handlers:
+            h.setStream(stream)
+        self.live.__exit__(None, None, None)
+
+    def update(self, runners: Sequence[Flow]) -> None:
+        from rich.table import Table
+
+        table = Table(box=None, padding=(0, 2), header_style="bold")
+        for name in ("flow", "state", "records", "records/s", "lag", "last checkpoint", "restarts"):
+            table.add_column(name, justify="left" if name in ("flow", "state") else "right")
+        now = time.time()
+        for r in runners:
+            p = r.progress
+            checkpoint = "-" if p.last_checkpoint_at is None else f"{now - p.last_checkpoint_at:,.0f}s ago"
+            table.add_row(
+                p.flow,
+                r.status.state,
+                f"{p.records:,}",
+                f"{p.rate():,.0f}",
+                "?" if p.lag is None else f"{p.lag:,}",
+                checkpoint,
+                str(p.restarts),
+            )
+        self.live.update(table)

@@ -114,9 +114,11 @@ def read_to_end_timed(
     """Every (key, value, timestamp ms) of ``topic`` (all partitions), from the start to the current end."""
     import time
 
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    consumer = Consumer(
+    from sparkmirror.kafka.factory import new_consumer
+
+    consumer = new_consumer(
         {
             **consumer_conf,
             "group.id": f"sparkmirror-reader-{topic}",

@@ -38,9 +38,11 @@ def record_timestamps(
     """The timestamp of the first record at or after each position (partitions with none are left out)."""
     if not positions:
         return {}
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import KafkaError, TopicPartition
 
-    consumer = Consumer(
+    from sparkmirror.kafka.factory import new_consumer
+
+    consumer = new_consumer(
         {
             **consumer_conf,
             "group.id": "sparkmirror-reader-lag",

@@ -39,6 +39,9 @@ SPARK_DEFAULTS = {
     "spark.sql.streaming.stopTimeout": "30000",
     "spark.python.worker.reuse": "true",
     "spark.ui.showConsoleProgress": "false",
+    # Adaptive query execution does nothing for a streaming query, and Spark warns at every query
+    # start that it is "not supported in streaming" when it is on (its default).
+    "spark.sql.adaptive.enabled": "false",
 }
 
 #: Spark 4.1 moved its streaming engine's classes from this package into sub-packages

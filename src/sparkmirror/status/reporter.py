@@ -89,9 +89,9 @@ class StatusReporter:
 
     def _write(self, status: FlowStatus) -> None:
         if self._producer is None:
-            from confluent_kafka import Producer
+            from sparkmirror.kafka.factory import new_producer
 
-            self._producer = Producer({**self.clients.internal_producer, "message.timeout.ms": "30000"})
+            self._producer = new_producer({**self.clients.internal_producer, "message.timeout.ms": "30000"})
         errors: list[str] = []
         self._producer.produce(
             STATUS_TOPIC,

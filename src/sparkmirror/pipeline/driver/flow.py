@@ -261,6 +261,7 @@ class Flow:
         if self.flow.emit_checkpoints_enabled:
             started = time.monotonic()
             written = self.emit_checkpoints()
+            self.progress.last_checkpoint_at = time.time()
             if self.metrics is not None:
                 self.metrics.checkpoint_cycle((time.monotonic() - started) * 1000, written, time.time())
         self._prune_offset_map()

@@ -65,7 +65,14 @@ class Mirror:
         for s in self.supervisors:
             s.request_stop()
 
-    def run(self, *, on_progress: Callable[[list[Flow]], None] | None = None) -> list[Flow]:
+    def run(
+        self, *, on_progress: Callable[[list[Flow]], None] | None = None, progress_every_s: float | None = None
+    ) -> list[Flow]:
+        """Run until every flow is done (``--once``) or a stop is requested.
+
+        ``on_progress`` is called every ``progress_every_s`` seconds (default: the flows' smallest
+        ``sparkmirror.progress.interval.seconds``).
+        """
         from sparkmirror.pipeline.session import build_session
 
         settings = self.config.spark
@@ -83,7 +90,7 @@ class Mirror:
                 chores.every("heartbeats", heartbeats.interval_s, heartbeats.emit, now=True)
                 chores.run_due()
             if on_progress is not None:
-                interval = min(f.spark.progress_interval_seconds for f in self.config.flows)
+                interval = progress_every_s or min(f.spark.progress_interval_seconds for f in self.config.flows)
                 chores.every("progress", interval, lambda: on_progress(self.runners))
             for config in self.config.flows:
                 log.info("flow=%s mode=%s", config.name, "exactly-once" if config.exactly_once else "at-least-once")

@@ -35,6 +35,8 @@ class FlowProgress:
     per_topic: dict[str, int] = field(default_factory=dict)
     #: How the last batch was read: "direct" (the tasks read Spark's planned ranges) or "spark".
     reader: str = ""
+    #: Wall clock (time.time()) of the last completed checkpoint cycle; None before the first.
+    last_checkpoint_at: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _last_report: tuple[float, int] = (0.0, 0)
 

@@ -41,10 +41,22 @@ def print_summary(runners: Sequence[Flow]) -> None:
             continue
         rows = topic_counts(r.flow, r.clients.source_admin, r.clients.target_admin, r.subscribed)
         width = max(len(f"{c.source_topic} -> {c.remote_topic}") for c in rows)
-        click.echo(f"  {'topic':<{width}}  partitions  records on {r.flow.source}  records on {r.flow.target}")
-        for c in rows:
-            name = f"{c.source_topic} -> {c.remote_topic}"
-            click.echo(f"  {name:<{width}}  {c.partitions:>10}  {c.source_records:>12,}  {c.target_records:>12,}")
+        policy = r.flow.policy
+        users = [c for c in rows if not policy.is_heartbeats_topic(c.source_topic)]
+        internal = [c for c in rows if policy.is_heartbeats_topic(c.source_topic)]
+        for title, part in (("topic", users), ("internal topic", internal)):
+            if not part:
+                continue
+            click.echo(f"  {title:<{width}}  partitions  records on {r.flow.source}  records on {r.flow.target}")
+            for c in part:
+                name = f"{c.source_topic} -> {c.remote_topic}"
+                click.echo(f"  {name:<{width}}  {c.partitions:>10}  {c.source_records:>12,}  {c.target_records:>12,}")
+        if internal:
+            click.echo(
+                "  (heartbeats: MM2's liveness records, written every few seconds on each cluster and mirrored "
+                "like data, so their counts differ by the ones written since the copy; tools such as "
+                "RemoteClusterUtils.replicationHops read them)"
+            )
 
 
 @click.command()

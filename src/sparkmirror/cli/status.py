@@ -74,15 +74,19 @@ def status(
         doc = {"health": code.name.lower(), "exit_code": int(code), "flows": [r.as_dict(now_ms) for r in reports]}
         click.echo(json.dumps(doc, indent=2))
     else:
-        _render(reports, now_ms, all_partitions=all_partitions, verdict=code.name.lower())
+        render_reports(reports, now_ms, all_partitions=all_partitions, verdict=code.name.lower())
     click.get_current_context().exit(int(code))
 
 
-def _render(reports: list[FlowReport], now_ms: int, *, all_partitions: bool, verdict: str) -> None:
+def render_reports(
+    reports: list[FlowReport], now_ms: int | None = None, *, all_partitions: bool = False, verdict: str | None = None
+) -> None:
+    """The human form of ``status``: a paragraph per flow, tables of lagging partitions and groups."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     console = Console(highlight=False, soft_wrap=True)
     if not console.is_terminal:
         console = Console(highlight=False, soft_wrap=True, width=400)  # piped: never cut a name
@@ -102,7 +106,7 @@ def _render(reports: list[FlowReport], now_ms: int, *, all_partitions: bool, ver
                 table.add_column(name, justify="left" if name == "topic" else "right")
             for p in shown:
                 table.add_row(
-                    p.topic,
+                    f"{p.topic} (internal)" if p.topic in r.internal_topics else p.topic,
                     str(p.partition),
                     f"{p.source_end_offset:,}",
                     "-" if p.mirrored_offset < 0 else f"{p.mirrored_offset:,}",
@@ -117,4 +121,5 @@ def _render(reports: list[FlowReport], now_ms: int, *, all_partitions: bool, ver
             for g in r.groups:
                 table.add_row(Text(g.group), str(g.partitions), f"{g.age_seconds(now_ms):,.0f}s")
             console.print(table)
-    console.print(f"health: {verdict}")
+    if verdict is not None:
+        console.print(f"health: {verdict}")

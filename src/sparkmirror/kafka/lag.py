@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -32,10 +33,28 @@ def log_bounds(admin: AdminClient, partitions: Mapping[str, int]) -> dict[Partit
     return {k: (starts[k], ends[k]) for k in keys}
 
 
+@dataclass(frozen=True)
+class FirstRecord:
+    """The first record found at or after a position."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+
+
 def record_timestamps(
     consumer_conf: Mapping[str, str], positions: Mapping[PartitionKey, int], *, timeout_s: float = 10.0
 ) -> dict[PartitionKey, int]:
     """The timestamp of the first record at or after each position (partitions with none are left out)."""
+    found = first_records(consumer_conf, positions, timeout_s=timeout_s)
+    return {k: r.timestamp_ms for k, r in found.items() if r.timestamp_ms > 0}
+
+
+def first_records(
+    consumer_conf: Mapping[str, str], positions: Mapping[PartitionKey, int], *, timeout_s: float = 10.0
+) -> dict[PartitionKey, FirstRecord]:
+    """The first committed record at or after each position (partitions with none are left out)."""
     if not positions:
         return {}
     from confluent_kafka import KafkaError, TopicPartition
@@ -46,14 +65,15 @@ def record_timestamps(
         {
             **consumer_conf,
             "group.id": "sparkmirror-reader-lag",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
+            "enable.auto.commit": "false",
+            "enable.partition.eof": "true",
+            "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
             # One record per partition is all we need.
             "max.partition.fetch.bytes": "65536",
         }
     )
-    out: dict[PartitionKey, int] = {}
+    out: dict[PartitionKey, FirstRecord] = {}
     try:
         consumer.assign([TopicPartition(t, p, max(0, off)) for (t, p), off in positions.items()])
         pending = set(positions)
@@ -68,9 +88,7 @@ def record_timestamps(
                     if err.code() == KafkaError._PARTITION_EOF:
                         pending.discard(key)
                     continue
-                _kind, ts = msg.timestamp()
-                if ts > 0:
-                    out[key] = ts
+                out[key] = FirstRecord(msg.offset() or 0, msg.key(), msg.value(), msg.timestamp()[1])
                 pending.discard(key)
                 consumer.pause([TopicPartition(key[0], key[1])])
     finally:

@@ -43,6 +43,8 @@ class FlowReport:
     status: FlowStatus | None
     partitions: list[PartitionLag] = field(default_factory=list)
     groups: list[GroupCheckpoint] = field(default_factory=list)
+    #: Source topics among ``partitions`` that are MM2's internal heartbeats, not the user's data.
+    internal_topics: frozenset[str] = frozenset()
 
     def lag_records(self) -> int:
         return sum(p.lag_records for p in self.partitions)
@@ -110,7 +112,8 @@ def read_flow(flow: FlowConfig, now_ms: int | None = None) -> FlowReport:
         ]
         groups = _checkpoints(clients, flow) if flow.emit_checkpoints_enabled else []
         mode = "exactly-once" if flow.exactly_once else "at-least-once"
-        return FlowReport(flow.name, mode, state, detail, status, partitions, groups)
+        internal = frozenset(t for t in topics if flow.policy.is_heartbeats_topic(t))
+        return FlowReport(flow.name, mode, state, detail, status, partitions, groups, internal)
     finally:
         clients.close()
 

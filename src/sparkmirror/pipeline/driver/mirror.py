@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -81,7 +82,12 @@ class Mirror:
 
             self.metrics = MirrorMetrics()
             self.metrics.serve(settings.metrics_host, settings.metrics_port)
+        ours = signal.getsignal(signal.SIGINT)
         self.spark = spark = build_session(self.master, self.spark_conf)
+        if callable(ours) and ours is not signal.default_int_handler and signal.getsignal(signal.SIGINT) is not ours:
+            # pyspark's SparkContext replaces the SIGINT handler with one that cancels every job and
+            # raises KeyboardInterrupt: Ctrl+C must stop the mirror as SIGTERM does, after the batch.
+            signal.signal(signal.SIGINT, ours)
         chores = Scheduler()
         heartbeats = self._heartbeats()
         try:

@@ -154,5 +154,5 @@ def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path,
     assert (waiting["topic"], waiting["partition"], waiting["lag_records"]) == (f"{prefix}.b", 0, 25)
     assert 115 <= waiting["lag_seconds"] < 600, waiting
     lagging = run_cli("status", str(cfg), "--max-lag", "10", timeout_s=180)
-    assert lagging.returncode == 5, (lagging.stdout, lagging.stderr)
+    assert lagging.returncode == 8, (lagging.stdout, lagging.stderr)
     assert f"{prefix}.b" in lagging.stdout and "health: lagging" in lagging.stdout

@@ -2,7 +2,7 @@
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error; failover and
 failback add 3 (a group is active on the destination) and 4 (replication has not caught up);
-status adds 5 (a partition lags beyond the limit given) and 6 (a flow failed, went silent or
+status adds 8 (a partition lags beyond the limit given) and 9 (a flow failed, went silent or
 never reported).
 Heavy imports (pyspark, confluent-kafka) happen inside the commands.
 """

@@ -204,6 +204,11 @@ class FlowConfig(_Frozen):
     """Whether topic configs are copied to remote topics."""
     sync_topic_configs_interval_seconds: int = Field(default=600, ge=1, alias="sync.topic.configs.interval.seconds")
     """How often topic configs are copied."""
+    sync_topic_acls_enabled: bool = Field(default=True, alias="sync.topic.acls.enabled")
+    """Whether topic ACLs of replicated topics are copied to the remote topics (MM2's rule:
+    ALLOW WRITE never, ALLOW ALL as READ; ACLs on the target are only added, never deleted)."""
+    sync_topic_acls_interval_seconds: int = Field(default=600, ge=1, alias="sync.topic.acls.interval.seconds")
+    """How often topic ACLs are copied."""
     config_properties_exclude: tuple[str, ...] = Field(
         default=DEFAULT_CONFIG_PROPERTIES_EXCLUDE, alias="config.properties.exclude"
     )

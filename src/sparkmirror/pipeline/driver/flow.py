@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.naming import offset_map_topic, progress_group
+from sparkmirror.kafka.acls import AclSync
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.topics import TopicSync
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 #: Chore names (the supervisor postpones some of them after a failure).
 REFRESH, CHECKPOINTS, GROUP_SYNC, CONFIG_SYNC = "topic refresh", "checkpoints", "group sync", "topic config sync"
+ACL_SYNC = "topic ACL sync"
 
 
 def write_plan(clients: FlowClients) -> WritePlan:
@@ -74,6 +76,7 @@ class Flow:
         self.progress = FlowProgress(flow.name)
         self.clients = clients = FlowClients(flow)
         self.topics = TopicSync(clients)
+        self.acls = AclSync(clients)
         self.store = OffsetMapStore(clients)
         self.syncs = OffsetSyncWriter(clients)
         self.checkpoints = CheckpointEmitter(
@@ -120,6 +123,8 @@ class Flow:
         # never reached this process.
         self.store.load()
         self.target.remote_topics(topics, configs=flow.sync_topic_configs_enabled)
+        if self.once and flow.sync_topic_acls_enabled:
+            self.acls.sync()  # --once schedules no chores: the ACLs are copied once, here
         self._start_query(topics)
         self._schedule()
 
@@ -140,6 +145,9 @@ class Flow:
             s.every(GROUP_SYNC, flow.sync_group_offsets_interval_seconds, self._sync_groups, now=True, when=running)
         if flow.sync_topic_configs_enabled:
             s.every(CONFIG_SYNC, flow.sync_topic_configs_interval_seconds, self._sync_configs, when=running)
+        if flow.sync_topic_acls_enabled:
+            # After the remote topics exist (MM2 runs it at start, then every interval).
+            s.every(ACL_SYNC, flow.sync_topic_acls_interval_seconds, self.acls.sync, now=True)
 
     def _running(self) -> bool:
         return self.query is not None

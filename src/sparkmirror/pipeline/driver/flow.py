@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.naming import offset_map_topic, progress_group
+from sparkmirror.kafka.access import AccessDenied, classify, denied, principal
 from sparkmirror.kafka.acls import AclSync
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import committed_offsets
@@ -94,6 +95,8 @@ class Flow:
             stop=self.stop_requested,
         )
         self.scheduler = Scheduler()
+        #: (source or target, operation): what the flow does now (named when a cluster refuses it).
+        self.step: tuple[str, str] = ("source", "start")
         self.query: StreamingQuery | None = None
         #: The query ended without error (``--once``), or stopped on request.
         self.finished = False
@@ -108,25 +111,75 @@ class Flow:
         """Prepare the target and start the query; called again on every restart."""
         flow = self.flow
         if not self._prepared:
+            self._step("source", "describe the cluster")
+            self._check_authentication("source")
+            self._step("target", "describe the cluster")
+            self._check_authentication("target")
             check_checkpoint_identity(self.clients)
+            self._step("target", "create the internal topics")
             self.target.internal_topics()
             if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
+                self._step("target", "read the checkpoints topic")
                 self.checkpoints.restore()
             self._prepared = True
+        self._step("source", "list and describe the source topics")
         topics = self.topics.source_topics()
         if flow.exactly_once:
+            self._step("target", "fence the transactional producers")
             self.target.fence(self.batches.plan, topics)
             # Producers cached in the executors are fenced now: make them new.
             self.batches.plan = dataclasses.replace(self.batches.plan, producer_generation=uuid.uuid4().hex)
             self.batches.writers = {}
         # (Re)load on every start: a failed batch may have committed segments (exactly-once) that
         # never reached this process.
+        self._step("target", "read the offset map topic")
         self.store.load()
+        self._step("target", "create or alter the remote topics")
         self.target.remote_topics(topics, configs=flow.sync_topic_configs_enabled)
         if self.once and flow.sync_topic_acls_enabled:
             self.acls.sync()  # --once schedules no chores: the ACLs are copied once, here
+        self._step("source", "read the source topics")
         self._start_query(topics)
         self._schedule()
+
+    # -- access ---------------------------------------------------------------
+    def _step(self, side: str, operation: str) -> None:
+        """What the flow is doing now, on which cluster: named if that cluster refuses it."""
+        self.step = (side, operation)
+
+    def _check_authentication(self, side: str) -> None:
+        """Fail at once, in one line, when a cluster refuses our credentials (librdkafka would
+        otherwise only time out, and the supervisor would retry for ever)."""
+        admin = self.clients.source_admin if side == "source" else self.clients.target_admin
+        try:
+            admin.list_topics(timeout=15)
+        except Exception:  # noqa: BLE001 - unreachable is handled by the caller's retry; refused is not
+            denied = self.access_denied("")
+            if denied is not None:
+                raise denied from None
+            raise
+
+    def access_denied(self, text: str, *, query: bool = False) -> AccessDenied | None:
+        """The error that stops this flow when ``text`` (or an admin client's report) says a cluster
+        refused its principal or an operation; None for any other failure. ``query``: the text is
+        the Spark query's error (Spark's Kafka source reads the source)."""
+        side, operation = ("source", "read the source topics") if query else self.step
+        found = self.clients.authentication_failure()
+        if found is not None:
+            side, detail = found
+            kind = "authentication"
+        else:
+            classified = classify(text)
+            if classified is None:
+                return None
+            kind, detail = classified
+        flow, clients = self.flow, self.clients
+        alias, conf = (
+            (flow.source, clients.source_admin_config)
+            if side == "source"
+            else (flow.target, clients.target_admin_config)
+        )
+        return denied(kind, detail, flow=flow.name, cluster=alias, who=principal(conf), operation=operation)
 
     def _schedule(self) -> None:
         """The chores, added on the first start; a restart moves only the topic refresh and config sync

@@ -141,7 +141,7 @@ class SparkSettings(_Frozen):
     """How records are read from the source. ``direct``: Spark's Kafka source plans each micro-batch's
     offset ranges and the tasks read them with librdkafka (less CPU per record, docs/performance.md).
     ``spark``: the records go through Spark's Kafka source, Arrow and the Python worker (for source
-    settings only the Java client knows, such as JKS key stores)."""
+    settings only the Java client knows; JKS stores are converted for librdkafka, docs/security.md)."""
     progress_interval_seconds: int = Field(default=10, ge=1, alias="sparkmirror.progress.interval.seconds")
     """How often progress is logged, in seconds."""
     exactly_once: bool = Field(default=False, alias="sparkmirror.exactly.once")

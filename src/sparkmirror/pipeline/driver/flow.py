@@ -151,13 +151,17 @@ class Flow:
         """Fail at once, in one line, when a cluster refuses our credentials (librdkafka would
         otherwise only time out, and the supervisor would retry for ever)."""
         admin = self.clients.source_admin if side == "source" else self.clients.target_admin
-        try:
-            admin.list_topics(timeout=15)
-        except Exception:  # noqa: BLE001 - unreachable is handled by the caller's retry; refused is not
-            denied = self.access_denied("")
-            if denied is not None:
-                raise denied from None
-            raise
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                admin.list_topics(timeout=2)
+                return
+            except Exception:  # noqa: BLE001 - unreachable is handled by the caller's retry; refused is not
+                denied = self.access_denied("")
+                if denied is not None:
+                    raise denied from None
+                if time.monotonic() >= deadline:
+                    raise
 
     def access_denied(self, text: str, *, query: bool = False) -> AccessDenied | None:
         """The error that stops this flow when ``text`` (or an admin client's report) says a cluster

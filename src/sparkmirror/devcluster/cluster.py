@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -162,6 +163,8 @@ class DevClusters:
             raise DevClusterError(f"--brokers must be between 1 and {MAX_BROKERS}, got {brokers}")
         jars = kafka_broker_artifacts().jars()
         state = self._load()
+        if security == "sasl_ssl" or any(state[a].security == "sasl_ssl" for a in aliases if a in state):
+            self._token_endpoint()  # before the brokers: they fetch its keys at start
         used_slots = {_slot(c, base_port) for c in state.values()}
         started: list[str] = []
         for alias in aliases:
@@ -185,6 +188,38 @@ class DevClusters:
     def security(self) -> SecurityMaterial:
         """The CA, stores and passwords of this directory's secured clusters (made on first use)."""
         return SecurityMaterial.ensure(self.directory)
+
+    def _token_endpoint(self) -> None:
+        """The dev OAuth token endpoint (devcluster/oauth.py), started once for the directory."""
+        material = self.security()
+        pid_file, ready = material.directory / "oauth.pid", material.directory / "oauth.ready"
+        if pid_file.exists() and _pid_alive(int(pid_file.read_text())) and ready.exists():
+            return
+        if not material.oauth_port_file.exists():
+            material.oauth_port_file.write_text(str(_free_port()))
+        ready.unlink(missing_ok=True)
+        out = open(material.directory / "oauth.log", "ab")  # noqa: SIM115 - handed to the child
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sparkmirror.devcluster.oauth", str(material.directory),
+             material.oauth_port_file.read_text().strip()],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        out.close()
+        pid_file.write_text(str(proc.pid))
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise DevClusterError(f"the dev token endpoint did not start; see {material.directory / 'oauth.log'}")
+            time.sleep(0.1)
+
+    def _stop_token_endpoint(self) -> None:
+        pid_file = self.directory / "security" / "oauth.pid"
+        if pid_file.exists():
+            pid = int(pid_file.read_text())
+            if _pid_alive(pid):
+                _signal_group(pid, signal.SIGTERM)
+            pid_file.unlink(missing_ok=True)
+            (self.directory / "security" / "oauth.ready").unlink(missing_ok=True)
 
     def _new_cluster(self, alias: str, brokers: int, first_port: int, security: str = "plaintext") -> ClusterState:
         cdir = self.directory / alias
@@ -260,6 +295,7 @@ class DevClusters:
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={broker.log_dir}",
             f"-Dlog4j2.configurationFile={Path(cluster.directory) / 'log4j2.properties'}",
+            *(self.security().jvm_options() if cluster.security == "sasl_ssl" else []),
             "-cp",
             classpath,
             main,
@@ -386,6 +422,8 @@ class DevClusters:
                 del state[alias]
             log.info("stopped cluster %s", alias)
         self._save(state)
+        if not any(c.running_brokers() for c in state.values()):
+            self._stop_token_endpoint()
         return names
 
 
@@ -398,6 +436,17 @@ def _signal_group(pid: int, sig: int) -> None:
 
 def _slot(cluster: ClusterState, base_port: int) -> int:
     return (cluster.brokers[0].port - base_port) // PORTS_PER_CLUSTER if cluster.brokers else -1
+
+
+def _free_port() -> int:
+    """A free port on 127.0.0.1 below the ephemeral range (32768+)."""
+    import random
+
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        if not _port_in_use(port):
+            return port
+    raise DevClusterError("no free port on 127.0.0.1 for the dev token endpoint")
 
 
 def _port_in_use(port: int) -> bool:

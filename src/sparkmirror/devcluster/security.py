@@ -73,6 +73,21 @@ class SecurityMaterial:
         return self.directory / "credentials.properties"
 
     @property
+    def oauth_port_file(self) -> Path:
+        return self.directory / "oauth.port"
+
+    def oauth_url(self, path: str) -> str:
+        """``token`` or ``jwks``: the URL of the dev token endpoint (its port is chosen once)."""
+        return f"http://127.0.0.1:{self.oauth_port_file.read_text().strip()}/{path}"
+
+    def jvm_options(self) -> list[str]:
+        """System properties a JVM needs to use the dev token endpoint (Kafka 4 refuses other URLs)."""
+        if not self.oauth_port_file.exists():
+            return []
+        urls = ",".join(self.oauth_url(p) for p in ("token", "jwks"))
+        return [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={urls}"]
+
+    @property
     def ca_pem(self) -> Path:
         return self.directory / "ca.pem"
 
@@ -220,10 +235,23 @@ class SecurityMaterial:
             props["listener.name.ssl.ssl.client.auth"] = "required"
             return props
         users = " ".join(f'user_{u}="{self.password(u)}"' for u in ("broker", *USERS))
+        oauth = {}
+        if self.oauth_port_file.exists():
+            # OAUTHBEARER: tokens from the dev token endpoint, validated with its JWKS.
+            handler = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+            oauth = {
+                "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+                ),
+                "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": handler,
+                "sasl.oauthbearer.jwks.endpoint.url": self.oauth_url("jwks"),
+                "sasl.oauthbearer.expected.audience": "kafka",
+                "sasl.oauthbearer.expected.issuer": "sparkmirror-dev",
+            }
         broker_pw = self.password("broker")
         props.update(
             {
-                "sasl.enabled.mechanisms": ",".join([*_SCRAM, "PLAIN"]),
+                "sasl.enabled.mechanisms": ",".join([*_SCRAM, "PLAIN", *(["OAUTHBEARER"] if oauth else [])]),
                 "sasl.mechanism.inter.broker.protocol": "PLAIN",
                 "listener.name.sasl_ssl.plain.sasl.jaas.config": (
                     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -235,6 +263,7 @@ class SecurityMaterial:
                     )
                     for m in _SCRAM
                 },
+                **oauth,
             }
         )
         return props
@@ -284,8 +313,18 @@ class SecurityMaterial:
                     }
                 )
             return props
-        module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
         props["sasl.mechanism"] = mechanism
+        if mechanism == "OAUTHBEARER":
+            props["sasl.login.callback.handler.class"] = (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+            )
+            props["sasl.oauthbearer.token.endpoint.url"] = self.oauth_url("token")
+            props["sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                f'clientId="{user}" clientSecret="{pw(user)}" scope="kafka";'
+            )
+            return props
+        module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
         props["sasl.jaas.config"] = (
             f'org.apache.kafka.common.security.{module} required username="{user}" password="{pw(user)}";'
         )

@@ -247,7 +247,11 @@ def validate_librdkafka(conf: Mapping[str, str], *, role: str, key_hint: str) ->
 def admin_config(java_props: Mapping[str, object]) -> dict[str, str]:
     conf = librdkafka_config(java_props, role="admin")
     # Producer/consumer tuning keys mean nothing to an admin client.
-    return {k: v for k, v in conf.items() if k in _ADMIN_KEYS or k.startswith(("ssl.", "sasl.", "security."))}
+    return {
+        k: v
+        for k, v in conf.items()
+        if k in _ADMIN_KEYS or k.startswith(("ssl.", "sasl.", "security.", "https.", "enable.sasl."))
+    }
 
 
 _ADMIN_KEYS = frozenset(

@@ -89,4 +89,5 @@ def status(directory: Path) -> None:
         running = c.running_brokers()
         word = "running" if len(running) == len(c.brokers) else "stopped" if not running else "degraded"
         pids = ",".join(str(b.pid) for b in running) or "-"
-        click.echo(f"{alias}={c.bootstrap} {word} brokers={len(running)}/{len(c.brokers)} pids={pids}")
+        secured = "" if c.security == "plaintext" else f" security={c.security}"
+        click.echo(f"{alias}={c.bootstrap} {word} brokers={len(running)}/{len(c.brokers)} pids={pids}{secured}")

@@ -347,7 +347,7 @@ class DevClusters:
         return proc.pid
 
     def _wait_ready(self, cluster: ClusterState, timeout_s: float) -> None:
-        from confluent_kafka.admin import AdminClient
+        from sparkmirror.kafka.factory import new_admin
 
         deadline = time.monotonic() + timeout_s
         conf: dict[str, Any] = {
@@ -356,7 +356,7 @@ class DevClusters:
         }
         if cluster.security != "plaintext":
             conf.update(self.security().librdkafka_settings(cluster.security))
-        admin = AdminClient(conf)
+        admin = new_admin(conf)
         last_error: str = ""
         while time.monotonic() < deadline:
             dead = [b for b in cluster.brokers if not b.is_running()]

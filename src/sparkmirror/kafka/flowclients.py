@@ -57,13 +57,13 @@ class _Admins:
         with self._lock:
             admin = self._made.get(name)
             if admin is None:
-                from confluent_kafka.admin import AdminClient
+                from sparkmirror.kafka.factory import new_admin
 
                 def on_error(err: KafkaError) -> None:
                     if err.name() in AUTHENTICATION_CODES:
                         self.authentication_failures[name] = err.str()
 
-                admin = self._made[name] = AdminClient({**conf, "error_cb": on_error})  # type: ignore[dict-item]
+                admin = self._made[name] = new_admin({**conf, "error_cb": on_error})  # type: ignore[dict-item]
             return admin
 
     def poll(self) -> None:

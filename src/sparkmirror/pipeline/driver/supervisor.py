@@ -43,11 +43,13 @@ class FlowSupervisor:
     def start(self) -> None:
         try:
             self.flow.start()
-        except (FlowFailed, ConfigError, AccessDenied):
+        except (FlowFailed, ConfigError, AccessDenied) as exc:
+            self.flow.report("failed", str(exc))
             raise
         except Exception as exc:
             denied = self.flow.access_denied(str(exc))
             if denied is not None:
+                self.flow.report("failed", str(denied))
                 raise denied from None
             raise
 
@@ -57,6 +59,13 @@ class FlowSupervisor:
     def poll(self) -> None:
         """Called periodically from the main thread; raises FlowFailed (or ConfigError) only."""
         try:
+            self._poll_once()
+        except (FlowFailed, ConfigError, AccessDenied) as exc:
+            self.flow.report("failed", str(exc))
+            raise
+
+    def _poll_once(self) -> None:
+        try:
             self._poll()
         except (FlowFailed, ConfigError, AccessDenied):
             raise
@@ -65,13 +74,9 @@ class FlowSupervisor:
             if denied is not None:
                 raise denied from None
             delay = self._failed()
-            log.warning(
-                "flow=%s %s: %s; trying again in %ds",
-                self.flow.flow.name,
-                type(exc).__name__,
-                first_line(str(exc)),
-                delay,
-            )
+            error = f"{type(exc).__name__}: {first_line(str(exc))}"
+            self.flow.report("restarting" if self.flow.query is None else "running", error)
+            log.warning("flow=%s %s; trying again in %ds", self.flow.flow.name, error, delay)
             self._give_up_once(str(exc))
             if self.flow.query is None:
                 self._restart_at = time.monotonic() + delay
@@ -87,6 +92,8 @@ class FlowSupervisor:
             if time.monotonic() >= self._restart_at and not flow.stop_requested.is_set():
                 self._restart_at = None
                 flow.progress.restarts += 1
+                if flow.metrics is not None:
+                    flow.metrics.restarted()
                 flow.start()
             return
         if flow.query is not None and not flow.query.isActive:
@@ -114,6 +121,7 @@ class FlowSupervisor:
         if broken is not None:
             raise FlowFailed(f"flow={flow.flow.name} cannot run: {broken.group(1)}: {broken.group(2).strip()}")
         delay = self._failed()
+        self.flow.report("restarting", first_line(text))
         self._give_up_once(first_line(text))
         log.warning(
             "flow=%s query failed (%s); replaying from the last committed batch in %ds",

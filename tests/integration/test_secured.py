@@ -107,6 +107,10 @@ def test_cli_mirrors_translates_and_plans_failover_without_showing_a_secret(
     failover = run_cli("-v", "failover", str(cfg), "--source", "A", "--target", "B", "--groups", group, "--json")
     assert failover.returncode in (0, 4), failover.stderr  # a dry run; 4: checkpoints still catching up
     assert group in failover.stdout
+    status = run_cli("-v", "status", str(cfg), "--json")
+    assert status.returncode in (0, 5), status.stderr  # 5: a lag threshold (none set here)
+    assert "A->B" in status.stdout
+
     # Each process converted the JKS and PKCS12 trust stores into its private directory, and
     # removed it at exit.
     assert set(Path(tempfile.gettempdir()).glob("sparkmirror-tls-*")) <= private_dirs_before
@@ -128,6 +132,7 @@ def test_cli_mirrors_translates_and_plans_failover_without_showing_a_secret(
             "command lines (ps)": ps,
             "translate --json": translate.stdout + translate.stderr,
             "failover --json": failover.stdout + failover.stderr,
+            "status --json": status.stdout + status.stderr,
             "reprs": reprs,
         },
         [*secured.secrets(), storage_key],

@@ -358,3 +358,22 @@ def test_oauthbearer_client_credentials_on_every_path(secured: Secured, tmp_path
     assert translate.returncode == 0, translate.stderr
     assert [p["target_offset"] for p in json.loads(translate.stdout)["partitions"]] == [9]
     assert_no_secret({"translate": translate.stdout + translate.stderr}, secured.secrets())
+
+
+def test_failover_says_a_refused_password_instead_of_falling_back_to_checkpoints(
+    secured: Secured, tmp_path: Path, checkpoints: Path
+) -> None:
+    """Wrong credentials for A are not an A that is down: no plan from B's checkpoints alone."""
+    cfg = _config(secured, tmp_path / "mm2.properties", checkpoints, "A->B.topics = nothing-here\n")
+    text = "".join(line for line in cfg.read_text().splitlines(True) if not line.startswith("A.sasl.jaas.config"))
+    text += (
+        'A.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username="mirror" '
+        'password="wrong-Passw0rd";\n'
+    )
+    cfg.write_text(text)
+    for args in (["failover", str(cfg), "--source", "A", "--target", "B", "--groups", "g"],):
+        result = run_cli(*args, timeout_s=300)
+        assert result.returncode == 2, (args[0], result.stdout, result.stderr[-2000:])
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "cluster A refused authentication as User:mirror" in errors[0], result.stderr
+        assert "wrong-Passw0rd" not in result.stdout + result.stderr

@@ -97,16 +97,17 @@ def principal(conf: Mapping[str, str]) -> str:
     return "User:ANONYMOUS"
 
 
-def denied(kind: str, detail: str, *, flow: str, cluster: str, who: str, operation: str) -> AccessDenied:
-    """The one line that stops a flow."""
+def denied(kind: str, detail: str, *, flow: str | None, cluster: str, who: str, operation: str) -> AccessDenied:
+    """The one line that stops a flow (or a command: ``flow`` None)."""
+    prefix = f"flow={flow} " if flow else ""
     if kind == "authentication":
         message = (
-            f"flow={flow} cluster {cluster} refused authentication as {who} ({detail}) while trying to "
+            f"{prefix}cluster {cluster} refused authentication as {who} ({detail}) while trying to "
             f"{operation}; check the credentials and stores of cluster {cluster} in the configuration"
         )
     else:
         message = (
-            f"flow={flow} cluster {cluster} refused {who}: not authorized to {operation} ({detail}); "
+            f"{prefix}cluster {cluster} refused {who}: not authorized to {operation} ({detail}); "
             f"grant the ACLs in docs/security.md on cluster {cluster}"
         )
     return AccessDenied(message, authentication=kind == "authentication")

@@ -107,6 +107,11 @@ class ClusterClients:
         validate_librdkafka(self.consumer, role=f"cluster {self.alias} consumer", key_hint=f"{self.alias}.consumer")
         validate_librdkafka(self.admin_config, role=f"cluster {self.alias} admin", key_hint=f"{self.alias}.admin")
 
+    def authentication_failure(self) -> str | None:
+        """What librdkafka said when this cluster refused to authenticate the admin client; None if not."""
+        self._admins.poll()
+        return self._admins.authentication_failures.get("admin")
+
     def close(self) -> None:
         self._admins.close()
 

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from sparkmirror.config.model import CLIENT_ROLES, ClusterConfig, FlowConfig, MirrorConfig, SparkSettings
 from sparkmirror.config.properties import parse_properties
+from sparkmirror.config.providers import resolve_placeholders
 from sparkmirror.core.filters import compile_pattern_list
 from sparkmirror.core.policy import DEFAULT_POLICY_CLASS, policy_from_name
 from sparkmirror.errors import ConfigError
@@ -418,7 +419,8 @@ def load_config(
     """Load and validate a configuration.
 
     ``source`` is a path to an ``mm2.properties`` file, the text of one (a string containing a
-    newline or ``=``), or a mapping of already parsed properties. ``clusters`` is MM2's
+    newline or ``=``), or a mapping of already parsed properties; ``${provider:path:key}``
+    placeholders are resolved through ``config.providers`` (:mod:`.providers`). ``clusters`` is MM2's
     ``--clusters``: only flows whose target is listed are kept in :attr:`MirrorConfig.flows`.
     Raises :class:`ConfigError` naming the key at fault.
     """
@@ -435,4 +437,5 @@ def load_config(
             except OSError as exc:
                 raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
             props = parse_properties(text, source=str(path))
-    return _Loader(props, clusters).load()
+    # As MM2 does (MirrorMakerConfig.transform): every value through config.providers first.
+    return _Loader(resolve_placeholders(props), clusters).load()

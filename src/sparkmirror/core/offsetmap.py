@@ -255,6 +255,15 @@ class PartitionMap:
             and (len(self._segments) == 1 or segment.downstream_start >= self._max_d_end)
         ):
             self._append(segment)
+        elif (
+            old is not None
+            and not self._dirty
+            and self._by_d
+            and self._by_d[-1] is old
+            and segment.downstream_start == old.downstream_start
+            and segment.count >= old.count
+        ):
+            self._extend_last(segment)
         else:
             self._dirty = True
         return old
@@ -301,6 +310,17 @@ class PartitionMap:
         else:
             self._min_u_start = min(self._min_u_start, segment.upstream_start)
             self._min_d_start = min(self._min_d_start, segment.downstream_start)
+        self._max_u_end = max(self._max_u_end, segment.upstream_end)
+        self._max_d_end = max(self._max_d_end, segment.downstream_end)
+
+    def _extend_last(self, segment: Segment) -> None:
+        """Fold in the last-written segment grown by a batch (the writer's normal case in
+        at-least-once): painting it again over its shorter self is what a rebuild would do, at the
+        cost of one piece instead of the partition's whole history."""
+        self._paint(segment.upstream_start, segment.upstream_end, segment.downstream_start)
+        self._by_d[-1] = segment
+        prev = self._u_end_max[-2] if len(self._u_end_max) > 1 else 0
+        self._u_end_max[-1] = max(prev, segment.upstream_end)
         self._max_u_end = max(self._max_u_end, segment.upstream_end)
         self._max_d_end = max(self._max_d_end, segment.downstream_end)
 

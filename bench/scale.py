@@ -31,7 +31,8 @@ emptied before each (its remote topics created with ``LogAppendTime``):
 4. **Latency** (``--latency-seconds``, 0 to skip), after every system's other
    phases (the load it appends to A would be copied by the next throughput
    run): B emptied, the system started and caught up with A, then a paced
-   producer offers ``--rate`` records/s round robin over every partition;
+   producer offers ``--rate`` records/s round robin over every partition
+   (``--warmup-seconds`` of it not measured);
    latency = append time on B - the record's timestamp on A, p50/p99/max.
 
 The limit loop (``bench/jvm/CopyLoop.java``) copies every topic in one JVM.
@@ -486,7 +487,7 @@ def measure_latency(
             if not tree.running() or time.monotonic() - since > s.stall_timeout_s:
                 raise RuntimeError(f"{system.name} did not catch up with A ({have} of {on_a}):\n{tree.tail()}")
             time.sleep(1)
-        return latency(boots, topics, s.size, s.rate, s.latency_seconds, s.stall_timeout_s)
+        return latency(boots, topics, s.size, s.rate, s.latency_seconds, s.stall_timeout_s, s.warmup_seconds)
     finally:
         stats = tree.stop()
         log.info(
@@ -498,16 +499,25 @@ def measure_latency(
 
 
 def latency(
-    boots: dict[str, str], topics: dict[str, int], size: int, rate: float, seconds: float, stall_s: float
+    boots: dict[str, str],
+    topics: dict[str, int],
+    size: int,
+    rate: float,
+    seconds: float,
+    stall_s: float,
+    warmup_s: float = 5,
 ) -> dict[str, Any]:
     """Offer the latency load to A while the system runs; latency of each record on B."""
     remotes = {rep.remote(t): n for t, n in topics.items()}
     before = sum(end_offsets(boots["B"], remotes).values())
     # Keys past every record on A: the records of earlier systems' loads are told apart.
-    first_seq = sum(end_offsets(boots["A"], topics).values())
-    offered = offer(
-        boots["A"], list(topics), next(iter(topics.values())), size, first_seq=first_seq, rate=rate, seconds=seconds
-    )
+    start = sum(end_offsets(boots["A"], topics).values())
+    partitions = next(iter(topics.values()))
+    # A warm-up at the same rate, not measured: the system's first batches after catching up are not.
+    warm = offer(boots["A"], list(topics), partitions, size, first_seq=start, rate=rate, seconds=warmup_s)
+    first_seq = start + warm
+    offered = offer(boots["A"], list(topics), partitions, size, first_seq=first_seq, rate=rate, seconds=seconds)
+    offered += warm
     # Every offered record on B (high watermarks count transaction markers too: the read-back decides).
     last, since = -1, time.monotonic()
     while True:
@@ -521,7 +531,13 @@ def latency(
         time.sleep(1)
     found = scan(boots["B"], remotes, latency_from=first_seq)
     lat = sorted(found.latencies_ms)
-    out: dict[str, Any] = {"offered": offered, "rate": rate, "seconds": seconds, "on_target": found.latency_records}
+    out: dict[str, Any] = {
+        "offered": offered - warm,
+        "warmup_records": warm,
+        "rate": rate,
+        "seconds": seconds,
+        "on_target": found.latency_records,
+    }
     if lat:
         out.update(p50_ms=_pct(lat, 50), p99_ms=_pct(lat, 99), max_ms=lat[-1], mean_ms=round(statistics.fmean(lat), 1))
     return out

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from sparkmirror.metrics.exporter import FlowMetrics
     from sparkmirror.pipeline.driver.progress import FlowProgress
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ class BatchHandler:
         self.next_offset: dict[PartitionKey, int] = {}
         #: Set after every committed batch; the supervisor resets its failure count on it.
         self.succeeded = False
+        #: The flow's metrics (None: no metrics endpoint).
+        self.metrics: FlowMetrics | None = None
         self._direct_unavailable_logged = False
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -109,6 +112,8 @@ class BatchHandler:
         self.progress.add_batch(results)
         self.succeeded = True
         finished = time.monotonic()
+        if self.metrics is not None:
+            self.metrics.batch(results, finished - started, time.time())
         log.debug(
             "flow=%s batch %d: %d records from %d partitions in %.0f ms (prepare %.0f, copy %.0f, "
             "offset map %.0f, after %.0f)",
@@ -211,6 +216,8 @@ class BatchHandler:
             if start > expected:
                 lost = min(start, first) - expected
                 self.progress.lost_on_source += lost
+                if self.metrics is not None:
+                    self.metrics.lost(topic, partition, lost)
                 log.error(
                     "flow=%s %s[%d] offsets %d..%d were deleted on the source (retention) before they were "
                     "mirrored: %d records lost; raise the source's retention or the mirror's throughput",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -17,6 +18,8 @@ from sparkmirror.pipeline.exceptions import FlowFailed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from sparkmirror.metrics.exporter import MirrorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +59,35 @@ class Mirror:
         self.runners: list[Flow] = []
         self.supervisors: list[FlowSupervisor] = []
         self.spark: SparkSession | None = None
+        self.metrics: MirrorMetrics | None = None
 
     def request_stop(self) -> None:
         self._stop.set()
         for s in self.supervisors:
             s.request_stop()
 
-    def run(self, *, on_progress: Callable[[list[Flow]], None] | None = None) -> list[Flow]:
+    def run(
+        self, *, on_progress: Callable[[list[Flow]], None] | None = None, progress_every_s: float | None = None
+    ) -> list[Flow]:
+        """Run until every flow is done (``--once``) or a stop is requested.
+
+        ``on_progress`` is called every ``progress_every_s`` seconds (default: the flows' smallest
+        ``sparkmirror.progress.interval.seconds``).
+        """
         from sparkmirror.pipeline.session import build_session
 
+        settings = self.config.spark
+        if settings.metrics_port is not None:
+            from sparkmirror.metrics.exporter import MirrorMetrics
+
+            self.metrics = MirrorMetrics()
+            self.metrics.serve(settings.metrics_host, settings.metrics_port)
+        ours = signal.getsignal(signal.SIGINT)
         self.spark = spark = build_session(self.master, self.spark_conf)
+        if callable(ours) and ours is not signal.default_int_handler and signal.getsignal(signal.SIGINT) is not ours:
+            # pyspark's SparkContext replaces the SIGINT handler with one that cancels every job and
+            # raises KeyboardInterrupt: Ctrl+C must stop the mirror as SIGTERM does, after the batch.
+            signal.signal(signal.SIGINT, ours)
         chores = Scheduler()
         heartbeats = self._heartbeats()
         try:
@@ -74,11 +96,11 @@ class Mirror:
                 chores.every("heartbeats", heartbeats.interval_s, heartbeats.emit, now=True)
                 chores.run_due()
             if on_progress is not None:
-                interval = min(f.spark.progress_interval_seconds for f in self.config.flows)
+                interval = progress_every_s or min(f.spark.progress_interval_seconds for f in self.config.flows)
                 chores.every("progress", interval, lambda: on_progress(self.runners))
             for config in self.config.flows:
                 log.info("flow=%s mode=%s", config.name, "exactly-once" if config.exactly_once else "at-least-once")
-                flow = Flow(spark, config, once=self.once)
+                flow = Flow(spark, config, once=self.once, metrics=self.metrics)
                 supervisor = FlowSupervisor(flow)
                 self.runners.append(flow)
                 self.supervisors.append(supervisor)
@@ -97,6 +119,8 @@ class Mirror:
                 s.stop()
             if heartbeats is not None:
                 heartbeats.close()
+            if self.metrics is not None:
+                self.metrics.close()
         return self.runners
 
     def _heartbeats(self) -> HeartbeatEmitter | None:

@@ -39,7 +39,11 @@ class FlowSupervisor:
         self._restart_at: float | None = None
 
     def start(self) -> None:
-        self.flow.start()
+        try:
+            self.flow.start()
+        except (FlowFailed, ConfigError) as exc:
+            self.flow.report("failed", str(exc))
+            raise
 
     def request_stop(self) -> None:
         self.flow.stop_requested.set()
@@ -47,18 +51,21 @@ class FlowSupervisor:
     def poll(self) -> None:
         """Called periodically from the main thread; raises FlowFailed (or ConfigError) only."""
         try:
+            self._poll_once()
+        except (FlowFailed, ConfigError) as exc:
+            self.flow.report("failed", str(exc))
+            raise
+
+    def _poll_once(self) -> None:
+        try:
             self._poll()
         except (FlowFailed, ConfigError):
             raise
         except Exception as exc:  # noqa: BLE001 - transient by assumption; logged each time
             delay = self._failed()
-            log.warning(
-                "flow=%s %s: %s; trying again in %ds",
-                self.flow.flow.name,
-                type(exc).__name__,
-                first_line(str(exc)),
-                delay,
-            )
+            error = f"{type(exc).__name__}: {first_line(str(exc))}"
+            self.flow.report("restarting" if self.flow.query is None else "running", error)
+            log.warning("flow=%s %s; trying again in %ds", self.flow.flow.name, error, delay)
             self._give_up_once(str(exc))
             if self.flow.query is None:
                 self._restart_at = time.monotonic() + delay
@@ -74,6 +81,8 @@ class FlowSupervisor:
             if time.monotonic() >= self._restart_at and not flow.stop_requested.is_set():
                 self._restart_at = None
                 flow.progress.restarts += 1
+                if flow.metrics is not None:
+                    flow.metrics.restarted()
                 flow.start()
             return
         if flow.query is not None and not flow.query.isActive:
@@ -98,6 +107,7 @@ class FlowSupervisor:
         if broken is not None:
             raise FlowFailed(f"flow={flow.flow.name} cannot run: {broken.group(1)}: {broken.group(2).strip()}")
         delay = self._failed()
+        self.flow.report("restarting", first_line(text))
         self._give_up_once(first_line(text))
         log.warning(
             "flow=%s query failed (%s); replaying from the last committed batch in %ds",

@@ -187,11 +187,17 @@ def _serve() -> None:
     import signal
 
     from confluent_kafka import ConsumerGroupTopicPartitions
-    from confluent_kafka.admin import AdminClient
 
+    from sparkmirror.kafka.factory import new_admin
+
+    # librdkafka's lines come through Python logging (kafka/factory.py): to stderr, which this
+    # child shares with the mirror's process.
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s (group offset reader): %(message)s"
+    )
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     hello = json.loads(stdin.readline())
-    admin = AdminClient(hello["conf"])
+    admin = new_admin(hello["conf"])
     in_flight = int(hello["in_flight"])
     crash_after = int(os.environ.get(CRASH_HOOK, "0") or 0)
     answered = 0
@@ -216,7 +222,8 @@ def _serve() -> None:
                     answer({"group": group, "error": str(exc)})
                     continue
                 running[futures[group]] = group
-            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            done, _ = concurrent.futures.wait(running, timeout=0.5, return_when=concurrent.futures.FIRST_COMPLETED)
+            admin.poll(0)  # serves librdkafka's log lines to the logger
             for fut in done:
                 group = running.pop(fut)
                 try:

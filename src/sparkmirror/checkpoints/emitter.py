@@ -61,6 +61,9 @@ class CheckpointEmitter:
         self._readers: dict[str, GroupOffsetReader] = {}
         #: Last translated position per (group, remote topic, partition), for the group sync.
         self.latest: dict[tuple[str, str, int], int] = {}
+        #: Per group, the wall clock (time.time()) of the last pass that read its offsets and left its
+        #: checkpoints current on the target (written, or unchanged since): the metrics' freshness.
+        self.confirmed: dict[str, float] = {}
 
     def ensure_topic(self) -> None:
         ensure_topic(
@@ -125,6 +128,11 @@ class CheckpointEmitter:
                     self.latest[(group, remote, partition)] = cp.downstream_offset
         if out:
             self._write(out)
+        if write:
+            now = time.time()
+            listed = set(groups)  # a group gone from the source is no longer watched
+            self.confirmed = {g: at for g, at in self.confirmed.items() if g in listed}
+            self.confirmed.update((group, now) for group in groups if group in read)
         log.debug(
             "flow=%s emitted %d checkpoints for %d groups in %.0fms (group offsets read in %.0fms)",
             self.flow.name,

@@ -53,6 +53,8 @@ METRIC_NAMES: dict[str, str] = {
     "sparkmirror_checkpoint_count_total": "Checkpoints written to the target (a group's position on a partition "
     "that moved).",
     "sparkmirror_last_checkpoint_timestamp_seconds": "Unix time of the last completed checkpoint cycle.",
+    "sparkmirror_group_checkpoint_timestamp_seconds": "Per consumer group: Unix time of the last cycle that read its "
+    "offsets and left its checkpoints current on the target (a failover now starts it from there).",
 }
 
 
@@ -117,6 +119,12 @@ class MirrorMetrics:
             _FLOW,
             registry=r,
         )
+        self.group_checkpoint = Gauge(
+            "sparkmirror_group_checkpoint_timestamp_seconds",
+            _doc("sparkmirror_group_checkpoint_timestamp_seconds"),
+            (*_FLOW, "group"),
+            registry=r,
+        )
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -146,6 +154,7 @@ class FlowMetrics:
         self.target = target
         self._remote_name = remote_name
         self._remote: dict[str, str] = {}
+        self._groups: set[str] = set()
 
     def _labels(self, topic: str, partition: int) -> tuple[str, str, str, str]:
         remote = self._remote.get(topic)
@@ -193,7 +202,17 @@ class FlowMetrics:
     def restarted(self) -> None:
         self.m.restarts.labels(self.source, self.target).inc()
 
-    def checkpoint_cycle(self, latency_ms: float, written: int, now_s: float) -> None:
+    def checkpoint_cycle(
+        self, latency_ms: float, written: int, now_s: float, confirmed: Mapping[str, float] | None = None
+    ) -> None:
+        """A completed checkpoint cycle; ``confirmed``: per group, when its checkpoints were last current."""
         self.m.checkpoint_latency.labels(self.source, self.target).set(latency_ms)
         self.m.checkpoints.labels(self.source, self.target).inc(written)
+        if confirmed is None:
+            return
+        for group in self._groups - set(confirmed):
+            self.m.group_checkpoint.remove(self.source, self.target, group)  # gone from the source
+        self._groups = set(confirmed)
+        for group, at in confirmed.items():
+            self.m.group_checkpoint.labels(self.source, self.target, group).set(at)
         self.m.last_checkpoint.labels(self.source, self.target).set(now_s)

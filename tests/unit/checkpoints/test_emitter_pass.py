@@ -78,3 +78,33 @@ def test_partitions_not_mirrored_are_not_checkpointed(tmp_path) -> None:  # type
     reader.positions = {"g": {("t", 0): (3, ""), ("t", 1): (4, ""), ("other", 0): (9, "")}}
     assert emitter.emit({"t": 1}) == 1
     assert [(c.topic, c.partition) for c in emitter.written[0]] == [("A.t", 0)]
+
+
+def test_a_group_is_confirmed_by_every_pass_that_read_it_moved_or_not(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    emitter, reader = _emitter(tmp_path)
+    reader.positions = {"g1": {("t", 0): (10, "")}, "g2": {("t", 0): (20, "")}}
+    emitter.emit({"t": 1})
+    first = dict(emitter.confirmed)
+    assert set(first) == {"g1", "g2"}
+    # g1 unchanged is confirmed again; g2 is gone from the source and no longer watched.
+    del reader.positions["g2"]
+    emitter.emit({"t": 1})
+    assert set(emitter.confirmed) == {"g1"} and emitter.confirmed["g1"] >= first["g1"]
+
+
+def test_a_group_whose_offsets_could_not_be_read_keeps_its_last_confirmation(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import sparkmirror.checkpoints.emitter as emitter_module
+
+    emitter, reader = _emitter(tmp_path)
+    reader.positions = {"g1": {("t", 0): (10, "")}}
+    emitter.emit({"t": 1})
+    before = emitter.confirmed["g1"]
+
+    def unreadable(*_a: object, **_k: object) -> object:
+        raise RuntimeError("coordinator away")
+
+    # Neither the batched read nor the consumer fallback can read g1 this pass.
+    monkeypatch.setattr(reader, "read", lambda groups, *, timeout_s=10.0: GroupReads(failed={"g1": "away"}))
+    monkeypatch.setattr(emitter_module, "committed_positions", unreadable)
+    emitter.emit({"t": 1})
+    assert emitter.confirmed["g1"] == before

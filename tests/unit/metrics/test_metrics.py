@@ -79,8 +79,11 @@ def test_lag_loss_state_and_checkpoints_are_exported() -> None:
     flow.lost("orders", 0, 7)
     flow.state("restarting")
     flow.restarted()
-    flow.checkpoint_cycle(42.0, 3, 99.0)
+    flow.checkpoint_cycle(42.0, 3, 99.0, {"app": 98.0, "gone": 50.0})
+    flow.checkpoint_cycle(40.0, 0, 109.0, {"app": 108.0})
     s = _samples(m)
+    groups = {dict(k[1])["group"]: v for k, v in s.items() if k[0] == "sparkmirror_group_checkpoint_timestamp_seconds"}
+    assert groups == {"app": 108.0}  # a group gone from the source is dropped
     assert s[("sparkmirror_lag_records", _labels(0))] == 25
     assert s[("sparkmirror_lag_seconds", _labels(0))] == 3.5
     assert s[("sparkmirror_records_lost_total", _labels(0))] == 7

@@ -328,7 +328,9 @@ class Flow:
             written = self.emit_checkpoints()
             self.progress.last_checkpoint_at = time.time()
             if self.metrics is not None:
-                self.metrics.checkpoint_cycle((time.monotonic() - started) * 1000, written, time.time())
+                self.metrics.checkpoint_cycle(
+                    (time.monotonic() - started) * 1000, written, time.time(), self.checkpoints.confirmed
+                )
         self._prune_offset_map()
 
     def emit_checkpoints(self) -> int:

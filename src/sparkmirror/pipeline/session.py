@@ -8,9 +8,11 @@ has confluent-kafka) is shipped or named here.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -166,7 +168,9 @@ def _log4j2(level: str) -> Path:
     level to WARN with a printed notice when the two differ. Start-up warnings that describe this
     machine rather than the mirror (no native Hadoop library) are raised to ``level``.
     """
-    out = Path(tempfile.mkdtemp(prefix="sparkmirror-log4j2.")) / "log4j2.properties"
+    directory = Path(tempfile.mkdtemp(prefix="sparkmirror-log4j2."))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)  # read once, when the JVM starts
+    out = directory / "log4j2.properties"
     out.write_text(
         f"""rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = stderr

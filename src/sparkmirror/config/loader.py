@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sparkmirror.config.model import CLIENT_ROLES, ClusterConfig, FlowConfig, MirrorConfig, SparkSettings
-from sparkmirror.config.properties import parse_properties
+from sparkmirror.config.properties import parse_properties, read_properties_file
 from sparkmirror.core.filters import compile_pattern_list
 from sparkmirror.core.policy import DEFAULT_POLICY_CLASS, policy_from_name
 from sparkmirror.errors import ConfigError
@@ -90,6 +90,53 @@ _WORKER_PREFIXES = (
     "value.converter.", "header.converter.", "rest.", "inter.worker.", "metrics.", "config.providers",
     "worker.", "task.", "replication.policy.",
 )  # fmt: skip
+
+
+# MM2 keys that change what is mirrored and that sparkmirror does not implement: a file that sets
+# them to anything but MM2's default is refused (mirroring something else than what the operator
+# asked for would be silent loss or corruption). Per key: the values that are accepted (MM2's
+# default, written as a full class name or a simple one; "" for a list that is empty), and what
+# to do instead.
+_MM2_DEFAULT_FILTERS = {
+    "topic.filter.class": "DefaultTopicFilter",
+    "group.filter.class": "DefaultGroupFilter",
+    "config.property.filter.class": "DefaultConfigPropertyFilter",
+}
+_CONVERTER_KEYS = ("key.converter", "value.converter", "header.converter")
+_UNSUPPORTED_ADVICE = {
+    "topic.filter.class": "select topics with topics / topics.exclude (regex lists) instead",
+    "group.filter.class": "select groups with groups / groups.exclude (regex lists) instead",
+    "config.property.filter.class": "exclude topic configs with config.properties.exclude instead",
+    "transforms": "Single Message Transforms are not supported: records are copied byte for byte; "
+    "remove the key (and its transforms.* keys) or transform downstream",
+    "predicates": "predicates only serve transforms, which are not supported; remove the key",
+    "key.converter": "records are copied byte for byte (MM2's ByteArrayConverter); remove the key",
+    "value.converter": "records are copied byte for byte (MM2's ByteArrayConverter); remove the key",
+    "header.converter": "headers are copied byte for byte (MM2's ByteArrayConverter); remove the key",
+}
+
+
+def _unsupported_value(key: str, value: str) -> bool:
+    """True when ``key = value`` asks for something sparkmirror does not do (see _UNSUPPORTED_ADVICE)."""
+    value = value.strip()
+    if key in _MM2_DEFAULT_FILTERS:
+        simple = _MM2_DEFAULT_FILTERS[key]
+        return value not in ("", simple, f"org.apache.kafka.connect.mirror.{simple}")
+    if key in _CONVERTER_KEYS:
+        return value not in ("", "ByteArrayConverter", "org.apache.kafka.connect.converters.ByteArrayConverter")
+    if key in ("transforms", "predicates"):
+        return any(parse_list(value))
+    return False
+
+
+def refuse_unsupported(key: str, shown_as: str, value: str) -> None:
+    """Raise a ConfigError when ``key`` (written as ``shown_as``) changes what is mirrored in a way
+    sparkmirror does not implement."""
+    if key in _UNSUPPORTED_ADVICE and _unsupported_value(key, value):
+        raise ConfigError(
+            f"{shown_as}: not supported by sparkmirror (got {value.strip()!r}); {_UNSUPPORTED_ADVICE[key]}",
+            key=shown_as,
+        )
 
 
 def _is_connection_key(key: str) -> bool:
@@ -203,6 +250,7 @@ class _Loader:
                     )
                 if src == dst:
                     raise ConfigError(f"{key}: a flow needs two different clusters", key=key)
+                refuse_unsupported(rest, key, value)
                 if rest.startswith("sparkmirror."):
                     _check_sparkmirror_key(rest, key)
                 elif not (_is_known_mm2_key(rest) or _is_known_flow_only_key(rest)):
@@ -211,10 +259,12 @@ class _Loader:
                 continue
             head, _, rest = key.partition(".")
             if head in alias_set and rest:
+                refuse_unsupported(rest, key, value)  # MM2's worker for cluster X reads the converters
                 if not _is_known_cluster_key(rest) and rest not in _NOT_CLIENT_KEYS:
                     self.unknown.append(key)
                 per_cluster[head][rest] = value
                 continue
+            refuse_unsupported(key, key, value)
             if key.startswith("sparkmirror."):
                 _check_sparkmirror_key(key, key)
             elif not _is_known_mm2_key(key):
@@ -426,10 +476,5 @@ def load_config(
         if isinstance(source, str) and ("\n" in source or "=" in source):
             props = parse_properties(source, source="<text>")
         else:
-            path = Path(text_or_path)
-            try:
-                text = path.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-            props = parse_properties(text, source=str(path))
+            props = read_properties_file(Path(text_or_path))
     return _Loader(props, clusters).load()

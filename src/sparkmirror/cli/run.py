@@ -1,4 +1,8 @@
-"""`sparkmirror run mm2.properties`: run the enabled flows until stopped."""
+"""`sparkmirror run mm2.properties`: run the enabled flows until stopped.
+
+Exit codes (beside main's 0/1/2): 5 when records expired on the source before they were mirrored
+(``sparkmirror.source.loss = report``: at the end of the run; ``fail``: the flow stopped there).
+"""
 
 from __future__ import annotations
 
@@ -34,6 +38,12 @@ def print_summary(runners: Sequence[Flow]) -> None:
         p = r.progress
         lag = "unknown" if p.lag is None else f"{p.lag:,}"
         click.echo(f"flow {p.flow}: {p.records:,} records mirrored in {p.batches} batches, lag {lag}")
+        if p.lost_on_source:
+            click.echo(f"  LOST on {r.flow.source}: {p.lost_on_source:,} records expired before they were mirrored:")
+            for loss in p.losses:
+                click.echo(f"    {loss}")
+        if r.failure is not None:
+            click.echo(f"  STOPPED: {r.failure}")
         if not r.subscribed:
             continue
         rows = topic_counts(r.flow, r.clients.source_admin, r.clients.target_admin, r.subscribed)
@@ -70,5 +80,20 @@ def run(config: Path, clusters: str | None, once: bool, master: str | None, spar
         for r in runners:
             log.info(r.report_line())
 
-    runners = mirror.run(on_progress=on_progress)
-    print_summary(runners)
+    try:
+        mirror.run(on_progress=on_progress)
+    finally:
+        try:
+            print_summary(mirror.runners)
+        except Exception as exc:  # noqa: BLE001 - the summary's counts need the clusters; the exit code does not
+            log.warning("run summary incomplete: %s", exc)
+        for r in mirror.runners:
+            r.clients.close()  # the summary's admin clients: Spark keeps the flows referenced
+    lost = sum(r.progress.lost_on_source for r in mirror.runners)
+    if lost:
+        from sparkmirror.pipeline.exceptions import SourceLossError
+
+        raise SourceLossError(
+            f"{lost:,} records expired on the source before they were mirrored (listed above); "
+            "raise the source topics' retention or the mirror's throughput"
+        )

@@ -225,8 +225,10 @@ def _validation_error(exc: ValidationError, keys: Mapping[str, str], what: str) 
 
 
 class _Loader:
-    def __init__(self, props: Mapping[str, str], restrict: Sequence[str] | None) -> None:
+    def __init__(self, props: Mapping[str, str], restrict: Sequence[str] | None, base_dir: Path | None = None) -> None:
         self.props = dict(props)
+        #: The configuration file's directory: relative paths in it are taken from there.
+        self.base_dir = base_dir
         self.restrict = restrict
         self.unknown: list[str] = []
 
@@ -309,8 +311,7 @@ class _Loader:
         )
 
     # -- flows ------------------------------------------------------------------------------------
-    @staticmethod
-    def _spark(top: Mapping[str, str], flow: Mapping[str, str] | None, flow_name: str | None) -> SparkSettings:
+    def _spark(self, top: Mapping[str, str], flow: Mapping[str, str] | None, flow_name: str | None) -> SparkSettings:
         data: dict[str, Any] = {}
         keys: dict[str, str] = {}
         conf: dict[str, str] = {}
@@ -326,6 +327,10 @@ class _Loader:
                     shown = shown_prefix + key
                     data[name] = _convert(raw, SparkSettings.model_fields[name].annotation, shown)
                     keys[name] = shown
+        location = data.get("checkpoint_location")
+        if self.base_dir is not None and isinstance(location, str) and location and "://" not in location:
+            # Not the working directory: a run started elsewhere must find the same checkpoints.
+            data["checkpoint_location"] = str(self.base_dir / Path(location).expanduser())
         try:
             return SparkSettings.model_validate({"conf": conf, **data})
         except ValidationError as exc:
@@ -469,6 +474,7 @@ def load_config(
     ``--clusters``: only flows whose target is listed are kept in :attr:`MirrorConfig.flows`.
     Raises :class:`ConfigError` naming the key at fault.
     """
+    base_dir = None
     if isinstance(source, Mapping):
         props = {str(k): str(v) for k, v in source.items()}
     else:
@@ -476,5 +482,7 @@ def load_config(
         if isinstance(source, str) and ("\n" in source or "=" in source):
             props = parse_properties(source, source="<text>")
         else:
-            props = read_properties_file(Path(text_or_path))
-    return _Loader(props, clusters).load()
+            path = Path(text_or_path)
+            props = read_properties_file(path)
+            base_dir = path.absolute().parent
+    return _Loader(props, clusters, base_dir).load()

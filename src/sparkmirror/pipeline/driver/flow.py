@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.naming import offset_map_topic, progress_group
+from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.topics import TopicSync
@@ -26,7 +27,13 @@ from sparkmirror.offsets.store import OffsetMapStore
 from sparkmirror.offsets.syncs import OffsetSyncWriter
 from sparkmirror.pipeline.driver.batch import BatchHandler
 from sparkmirror.pipeline.driver.progress import FlowProgress, lag_from_progress, last_progress
-from sparkmirror.pipeline.driver.query import StartingOffsets, check_checkpoint_identity, start_query
+from sparkmirror.pipeline.driver.query import (
+    StartingOffsets,
+    check_checkpoint_identity,
+    checkpoint_dir,
+    checkpoint_exists,
+    start_query,
+)
 from sparkmirror.pipeline.driver.scheduler import Scheduler
 from sparkmirror.pipeline.driver.target import TargetPreparer
 from sparkmirror.pipeline.executor.plan import WritePlan
@@ -94,6 +101,8 @@ class Flow:
         self.query: StreamingQuery | None = None
         #: The query ended without error (``--once``), or stopped on request.
         self.finished = False
+        #: The terminal error that stopped this flow (the other flows go on); ``None`` while it runs.
+        self.failure: SparkMirrorError | None = None
         self._prepared = False
 
     @property
@@ -163,7 +172,8 @@ class Flow:
                 self.finished = True
             return
         self.batches.plan = self.target.fit_writer(self.batches.plan, topics)
-        starting = self._progress_offsets(topics) if self.flow.exactly_once else None
+        # Used by Spark only when the flow has no checkpoint: the target says where each partition stands.
+        starting = self._progress_offsets(topics) if self.flow.exactly_once else self._mirrored_offsets(topics)
         self.query = start_query(
             self.spark, self.clients, topics, self.batches, once=self.once, starting_offsets=starting
         )
@@ -184,6 +194,29 @@ class Flow:
         out: StartingOffsets = {t: {str(p): -2 for p in range(n)} for t, n in topics.items()}
         for (r, p), offset in committed.items():
             out[remote[r]][str(p)] = offset
+        return out
+
+    def _mirrored_offsets(self, topics: dict[str, int]) -> StartingOffsets:
+        """Spark ``startingOffsets`` from the offset map (at-least-once): one past the last mirrored
+        record of each partition, -2 (earliest) where nothing was mirrored.
+
+        Segments are durable before Spark commits a batch, so the map is never behind the checkpoint:
+        a flow started without its checkpoint (another directory, a lost disk) copies no record twice.
+        """
+        out: StartingOffsets = {t: {str(p): -2 for p in range(n)} for t, n in topics.items()}
+        for (topic, partition), (upstream, _downstream, count) in self.store.tails().items():
+            if topic in out and str(partition) in out[topic]:
+                out[topic][str(partition)] = upstream + count
+        if not checkpoint_exists(self.flow):
+            resumed = sum(1 for parts in out.values() for o in parts.values() if o >= 0)
+            log.info(
+                "flow=%s no Spark checkpoint at %s: resuming %d partitions from the offset map on %s, the "
+                "others from their earliest offset",
+                self.flow.name,
+                checkpoint_dir(self.flow),
+                resumed,
+                self.flow.target,
+            )
         return out
 
     def stop_query(self, timeout_s: float = 30.0) -> None:

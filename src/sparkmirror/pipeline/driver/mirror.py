@@ -8,12 +8,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparkmirror.config.model import MirrorConfig
+from sparkmirror.errors import ConfigError
 from sparkmirror.heartbeats.emitter import HeartbeatEmitter
 from sparkmirror.kafka.flowclients import ClusterClients, FlowClients
 from sparkmirror.pipeline.driver.flow import Flow
 from sparkmirror.pipeline.driver.scheduler import Scheduler
+from sparkmirror.pipeline.driver.startup import wait_for_clusters
 from sparkmirror.pipeline.driver.supervisor import FlowSupervisor
-from sparkmirror.pipeline.exceptions import FlowFailed
+from sparkmirror.pipeline.exceptions import FlowFailed, SourceLossError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,6 +67,9 @@ class Mirror:
     def run(self, *, on_progress: Callable[[list[Flow]], None] | None = None) -> list[Flow]:
         from sparkmirror.pipeline.session import build_session
 
+        timeout = self.config.spark.startup_timeout_ms
+        if not wait_for_clusters(self.config.flows, timeout_ms=timeout, stop=self._stop):
+            return self.runners  # asked to stop while waiting
         self.spark = spark = build_session(self.master, self.spark_conf)
         chores = Scheduler()
         heartbeats = self._heartbeats()
@@ -84,12 +89,15 @@ class Mirror:
                 self.supervisors.append(supervisor)
                 if self._stop.is_set():
                     flow.stop_requested.set()
-                supervisor.start()
+                self._guarded(supervisor, supervisor.start)
             while not self._stop.is_set():
                 chores.run_due()
                 for s in self.supervisors:
-                    s.poll()
-                if self.once and all(f.finished for f in self.runners):
+                    if s.flow.failure is None:
+                        self._guarded(s, s.poll)
+                if all(f.failure is not None for f in self.runners):
+                    break
+                if self.once and all(f.finished or f.failure is not None for f in self.runners):
                     break
                 self._stop.wait(_POLL_S)
         finally:
@@ -97,7 +105,32 @@ class Mirror:
                 s.stop()
             if heartbeats is not None:
                 heartbeats.close()
+        errors = [f.failure for f in self.runners if f.failure is not None]
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            kind = SourceLossError if all(isinstance(e, SourceLossError) for e in errors) else FlowFailed
+            raise kind(f"{len(errors)} flows stopped: " + "; ".join(str(e) for e in errors))
         return self.runners
+
+    def _guarded(self, supervisor: FlowSupervisor, step: Callable[[], None]) -> None:
+        """Run a supervisor step; a terminal error stops that flow only, unless
+        ``sparkmirror.stop.on.flow.failure = true`` (then it ends the run, as before)."""
+        flow = supervisor.flow
+        try:
+            step()
+        except (FlowFailed, ConfigError) as exc:
+            if self.config.spark.stop_on_flow_failure:
+                raise
+            flow.failure = exc
+            others = [f.flow.name for f in self.runners if f is not flow and f.failure is None]
+            log.error(
+                "flow=%s stopped: %s%s",
+                flow.flow.name,
+                exc,
+                f"; {', '.join(others)} go on (sparkmirror.stop.on.flow.failure = false)" if others else "",
+            )
+            supervisor.stop()
 
     def _heartbeats(self) -> HeartbeatEmitter | None:
         flows = [f for f in self.config.flows if f.emit_heartbeats_enabled]

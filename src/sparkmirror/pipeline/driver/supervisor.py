@@ -16,7 +16,7 @@ import time
 
 from sparkmirror.errors import ConfigError
 from sparkmirror.pipeline.driver.flow import CONFIG_SYNC, REFRESH, Flow
-from sparkmirror.pipeline.exceptions import FlowFailed, terminal_message
+from sparkmirror.pipeline.exceptions import SOURCE_LOSS_PREFIX, FlowFailed, SourceLossError, terminal_message
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,23 @@ class FlowSupervisor:
         self._restart_at: float | None = None
 
     def start(self) -> None:
-        self.flow.start()
+        """The first start; a failure retrying can fix (a cluster that went away since the run's start
+        check) is tried again after the back-off, as a failed restart is."""
+        try:
+            self.flow.start()
+        except (FlowFailed, ConfigError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - transient by assumption; logged each time
+            delay = self._failed()
+            log.warning(
+                "flow=%s cannot start: %s: %s; trying again in %ds",
+                self.flow.flow.name,
+                type(exc).__name__,
+                first_line(str(exc)),
+                delay,
+            )
+            self._give_up_once(str(exc))
+            self._restart_at = time.monotonic() + delay
 
     def request_stop(self) -> None:
         self.flow.stop_requested.set()
@@ -93,6 +109,8 @@ class FlowSupervisor:
             return
         terminal = terminal_message(text)
         if terminal is not None:
+            if terminal.startswith(SOURCE_LOSS_PREFIX):
+                raise SourceLossError(terminal.removeprefix(SOURCE_LOSS_PREFIX).strip())
             raise FlowFailed(terminal)
         broken = _ENVIRONMENT_ERRORS.search(text)
         if broken is not None:

@@ -1,7 +1,9 @@
 """`sparkmirror run mm2.properties`: run the enabled flows until stopped.
 
 Exit codes (beside main's 0/1/2): 5 when records expired on the source before they were mirrored
-(``sparkmirror.source.loss = report``: at the end of the run; ``fail``: the flow stopped there).
+(``sparkmirror.source.loss = report``: at the end of the run; ``fail``: the flow stopped there);
+6 when another instance runs a flow (it holds the flow's lease); 7 when a source topic was
+deleted and re-created (``--reset-topic`` resumes).
 """
 
 from __future__ import annotations
@@ -60,14 +62,31 @@ def print_summary(runners: Sequence[Flow]) -> None:
 @click.option("--once", is_flag=True, help="Mirror what the source holds now, then stop.")
 @click.option("--master", default=None, help="Spark master URL (default: sparkmirror.spark.master or local[*]).")
 @click.option("--spark-conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark setting (repeatable).")
-def run(config: Path, clusters: str | None, once: bool, master: str | None, spark_conf: tuple[str, ...]) -> None:
+@click.option(
+    "--reset-topic",
+    "reset_topics",
+    multiple=True,
+    metavar="TOPIC",
+    help="A source topic that was deleted and re-created (the run stopped, exit 7): forget the old topic's "
+    "position and mirror the new one from its beginning (repeatable; docs/faults.md).",
+)
+def run(
+    config: Path,
+    clusters: str | None,
+    once: bool,
+    master: str | None,
+    spark_conf: tuple[str, ...],
+    reset_topics: tuple[str, ...],
+) -> None:
     """Mirror topics as configured in an MM2-format properties file."""
     from sparkmirror.config import load_config
     from sparkmirror.pipeline.driver.mirror import Mirror
 
     aliases = [a.strip() for a in clusters.split(",") if a.strip()] if clusters else None
     cfg = load_config(config, clusters=aliases)
-    mirror = Mirror(cfg, once=once, master=master, spark_conf=parse_spark_conf(spark_conf))
+    mirror = Mirror(
+        cfg, once=once, master=master, spark_conf=parse_spark_conf(spark_conf), reset_topics=frozenset(reset_topics)
+    )
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: finishing the batch in flight, then stopping", signal.Signals(signum).name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from sparkmirror.config.model import FlowConfig
@@ -58,8 +58,11 @@ class BatchHandler:
         syncs: OffsetSyncWriter,
         progress: FlowProgress,
         stop: threading.Event,
+        on_offsets_backwards: Callable[[set[str]], None] | None = None,
     ) -> None:
         self.spark = spark
+        #: Called (before copying) with the topics whose planned range ends before it starts.
+        self.on_offsets_backwards = on_offsets_backwards
         self.flow: FlowConfig = clients.flow
         self.clients = clients
         #: The plan of the next batch; the flow replaces it when the target or the fencing changes.
@@ -90,6 +93,9 @@ class BatchHandler:
         # last segment.
         plan = dataclasses.replace(self.plan, tails=self.store.tails(), writers=dict(self.writers))
         ranges = planned_ranges(batch_df)
+        backwards = {r.topic for r in ranges or () if r.until < r.start}
+        if backwards and self.on_offsets_backwards is not None:
+            self.on_offsets_backwards(backwards)  # a re-created topic stops the flow here
         self._check_source_loss(ranges, plan)
         prepared = time.monotonic()
         direct = self.flow.spark.source_reader == "direct"

@@ -11,7 +11,8 @@ from sparkmirror.config.model import MirrorConfig
 from sparkmirror.errors import ConfigError
 from sparkmirror.heartbeats.emitter import HeartbeatEmitter
 from sparkmirror.kafka.flowclients import ClusterClients, FlowClients
-from sparkmirror.pipeline.driver.flow import Flow
+from sparkmirror.kafka.lease import FlowLease
+from sparkmirror.pipeline.driver.flow import Flow, take_lease
 from sparkmirror.pipeline.driver.scheduler import Scheduler
 from sparkmirror.pipeline.driver.startup import wait_for_clusters
 from sparkmirror.pipeline.driver.supervisor import FlowSupervisor
@@ -36,11 +37,14 @@ class Mirror:
         once: bool = False,
         master: str | None = None,
         spark_conf: dict[str, str] | None = None,
+        reset_topics: frozenset[str] = frozenset(),
     ) -> None:
         if not config.flows:
             raise FlowFailed("no enabled flow to run (set e.g. A->B.enabled = true)")
         self.config = config
         self.once = once
+        #: ``run --reset-topic``: re-created source topics to mirror again from their beginning.
+        self.reset_topics = reset_topics
         first = config.flows[0].spark
         self.master = master or first.master
         self.spark_conf = {**first.spark_conf(reveal_secrets=True), **(spark_conf or {})}
@@ -70,6 +74,8 @@ class Mirror:
         timeout = self.config.spark.startup_timeout_ms
         if not wait_for_clusters(self.config.flows, timeout_ms=timeout, stop=self._stop):
             return self.runners  # asked to stop while waiting
+        # Before Spark starts: a second instance refuses in seconds, naming the first.
+        leases = self._take_leases()
         self.spark = spark = build_session(self.master, self.spark_conf)
         chores = Scheduler()
         heartbeats = self._heartbeats()
@@ -83,7 +89,9 @@ class Mirror:
                 chores.every("progress", interval, lambda: on_progress(self.runners))
             for config in self.config.flows:
                 log.info("flow=%s mode=%s", config.name, "exactly-once" if config.exactly_once else "at-least-once")
-                flow = Flow(spark, config, once=self.once)
+                flow = Flow(
+                    spark, config, once=self.once, reset_topics=self.reset_topics, lease=leases.pop(config.name)
+                )
                 supervisor = FlowSupervisor(flow)
                 self.runners.append(flow)
                 self.supervisors.append(supervisor)
@@ -103,6 +111,8 @@ class Mirror:
         finally:
             for s in self.supervisors:
                 s.stop()
+            for lease in leases.values():  # flows that never started
+                lease.release()
             if heartbeats is not None:
                 heartbeats.close()
         errors = [f.failure for f in self.runners if f.failure is not None]
@@ -112,6 +122,20 @@ class Mirror:
             kind = SourceLossError if all(isinstance(e, SourceLossError) for e in errors) else FlowFailed
             raise kind(f"{len(errors)} flows stopped: " + "; ".join(str(e) for e in errors))
         return self.runners
+
+    def _take_leases(self) -> dict[str, FlowLease]:
+        """Every flow's lease, or none (releasing those taken when one is refused)."""
+        leases: dict[str, FlowLease] = {}
+        try:
+            for config in self.config.flows:
+                clients = FlowClients(config)
+                leases[config.name] = take_lease(clients)
+                clients.close()
+        except BaseException:
+            for lease in leases.values():
+                lease.release()
+            raise
+        return leases
 
     def _guarded(self, supervisor: FlowSupervisor, step: Callable[[], None]) -> None:
         """Run a supervisor step; a terminal error stops that flow only, unless

@@ -23,9 +23,9 @@ from sparkmirror.kafka.flowclients import FlowClients
 log = logging.getLogger(__name__)
 
 #: Seconds between attempts (the last one repeats).
-STARTUP_BACKOFF_S = (1, 2, 5, 10, 15, 30)
+STARTUP_BACKOFF_S = (1, 2, 5, 10)
 #: How long one attempt waits for an answer.
-ATTEMPT_TIMEOUT_S = 10.0
+ATTEMPT_TIMEOUT_S = 5.0
 
 
 class StartupTimeout(SparkMirrorError):

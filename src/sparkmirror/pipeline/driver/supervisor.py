@@ -16,7 +16,14 @@ import time
 
 from sparkmirror.errors import ConfigError
 from sparkmirror.pipeline.driver.flow import CONFIG_SYNC, REFRESH, Flow
-from sparkmirror.pipeline.exceptions import SOURCE_LOSS_PREFIX, FlowFailed, SourceLossError, terminal_message
+from sparkmirror.pipeline.exceptions import (
+    SOURCE_LOSS_PREFIX,
+    TOPIC_RECREATED_PREFIX,
+    FlowFailed,
+    SourceLossError,
+    TopicRecreatedError,
+    terminal_message,
+)
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +118,8 @@ class FlowSupervisor:
         if terminal is not None:
             if terminal.startswith(SOURCE_LOSS_PREFIX):
                 raise SourceLossError(terminal.removeprefix(SOURCE_LOSS_PREFIX).strip())
+            if terminal.startswith(TOPIC_RECREATED_PREFIX):
+                raise TopicRecreatedError(terminal.removeprefix(TOPIC_RECREATED_PREFIX).strip())
             raise FlowFailed(terminal)
         broken = _ENVIRONMENT_ERRORS.search(text)
         if broken is not None:

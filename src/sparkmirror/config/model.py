@@ -167,7 +167,7 @@ class SparkSettings(_Frozen):
     copies past the gap (exit code 5). docs/faults.md."""
     startup_timeout_ms: int = Field(default=-1, ge=-1, alias="sparkmirror.startup.timeout.ms")
     """Global: how long ``run`` waits at start for a cluster that does not answer, saying at each attempt
-    what it waits for (back-off 1 s to 30 s); -1 (default): for as long as it takes. A cluster lost
+    what it waits for (back-off 1 s to 10 s); -1 (default): for as long as it takes. A cluster lost
     later is waited for by the flow's restarts, without limit."""
     stop_on_flow_failure: bool = Field(default=False, alias="sparkmirror.stop.on.flow.failure")
     """Global: a flow's terminal error (a refused record, lost source records with ``source.loss = fail``,

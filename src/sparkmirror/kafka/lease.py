@@ -9,10 +9,11 @@ Rules:
 
 - A second instance joins the group but gets no partition (the assignor is sticky: the holder
   keeps it) and refuses after :data:`ACQUIRE_WAIT_S`, naming the holder.
-- A holder on the same host whose pid is alive is refused at once, before joining.
-- The member is static (``group.instance.id``): a holder on the same host whose process is gone
-  (killed, or stopped: a static member stays listed until its session ends) is replaced at once by
-  joining with its instance id. A holder on another host that was killed keeps the lease until
+- On one host, a lock file (``flock``, released by the kernel when the holder dies) tells at once
+  whether a holder there is alive: a live one is refused before joining, naming its pid.
+- The member is static (``group.instance.id``): a holder on the same host that is gone (killed,
+  or stopped: a static member stays listed until its session ends) is replaced at once by joining
+  with its instance id. A holder on another host that was killed keeps the lease until
   :data:`SESSION_TIMEOUT_MS` (the group's session timeout) has passed; a new instance waiting for
   the lease then gets it, so a restart elsewhere after a crash is delayed by at most that.
 - A holder that loses its partition (cut off from the target longer than the session timeout)
@@ -24,10 +25,13 @@ It never reads or commits offsets: the group holds no state but its membership.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import os
 import re
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -62,14 +66,10 @@ class LeaseHeld(SparkMirrorError):
         return (self.__class__, (self.args[0],), {"holder": self.holder})
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _lock_path(group: str, bootstrap: str) -> str:
+    """The host-local lock file of a lease (per target cluster and group)."""
+    digest = hashlib.sha256(f"{bootstrap}\n{group}".encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), "sparkmirror-leases", f"{group}-{digest}.lock")
 
 
 class FlowLease:
@@ -99,12 +99,15 @@ class FlowLease:
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock_file = _lock_path(group, str(consumer_conf.get("bootstrap.servers", "")))
+        self._lock_fd: int | None = None
 
     # -- acquire ------------------------------------------------------------
     def acquire(self, admin_conf: Mapping[str, str], *, wait_s: float = ACQUIRE_WAIT_S) -> None:
         """Join the group and wait until this instance owns the partition; raise :class:`LeaseHeld`."""
         from confluent_kafka import Consumer
 
+        self._lock_host()
         conf = {**self._conf, "group.instance.id": self._instance_id(admin_conf)}
         consumer = self._consumer = Consumer(conf)
         consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
@@ -136,23 +139,33 @@ class FlowLease:
         self._thread = threading.Thread(target=self._keep, name=f"lease {self.flow}", daemon=True)
         self._thread.start()
 
+    def _lock_host(self) -> None:
+        """Hold this host's lock of the lease, or refuse at once naming the live holder here."""
+        path = self._lock_file
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 100, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise LeaseHeld(
+                f"flow={self.flow} is already running: host={self.host} {holder} holds its lease "
+                f"(consumer group {self.group} on the target); stop it first",
+                holder=f"host={self.host} {holder}",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid={self.pid}".encode(), 0)
+        self._lock_fd = fd
+
     def _instance_id(self, admin_conf: Mapping[str, str]) -> str:
-        """This member's ``group.instance.id``: that of a gone holder on this host (replaced at once), else a
-        new one. A holder on this host whose process is alive is refused at once, without joining."""
+        """This member's ``group.instance.id``: that of a holder on this host, gone since this process holds
+        the host's lock (replaced at once), else a new one."""
         # The holder first: replacing a member without the partition would wait for the holder's session.
         members = sorted(self._members(admin_conf), key=lambda member: not member[2])
         for client_id, instance_id, _holds in members:
             m = _CLIENT_ID.match(client_id)
-            if m is None or m["host"] != self.host:
-                continue
-            pid = int(m["pid"])
-            if pid != self.pid and _pid_alive(pid):
-                raise LeaseHeld(
-                    f"flow={self.flow} is already running: host={self.host} pid={pid} holds its lease "
-                    f"(consumer group {self.group} on the target); stop it first",
-                    holder=f"host={self.host} pid={pid}",
-                )
-            if instance_id:
+            if m is not None and m["host"] == self.host and instance_id:
                 return instance_id
         return f"{self.group}.{self.host}.{self.pid}"
 
@@ -236,3 +249,6 @@ class FlowLease:
                 consumer.close()
             except Exception as exc:  # noqa: BLE001 - closing after the cluster went away
                 log.debug("flow=%s closing the lease consumer: %s", self.flow, exc)
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)  # releases the host's lock

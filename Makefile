@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install setup unit lint clean dev-up dev-down bench
+.PHONY: demo test install setup tools unit lint clean dev-up dev-down bench
 
 # `make bench`: the workload and the latency load; any of them can be set,
 # e.g. `make bench BENCH_RECORDS=200000 BENCH_RUNS=1`. BENCH_ARGS takes any
@@ -36,8 +36,18 @@ setup: install
 demo: setup
 	$(BIN)/sparkmirror demo
 
+# promtool validates the Prometheus alert rules in docs/ (tests/unit/metrics): Debian's
+# `prometheus` package has it; installed here when missing (root, or sudo).
+tools:
+	@command -v promtool >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		echo "installing promtool (Debian package prometheus)"; \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null \
+		|| { $$SUDO apt-get update -q >/dev/null && \
+		     $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; }
+
 # Fastest tier first, so that a broken change fails in seconds.
-test: setup lint
+test: setup tools lint
 	$(BIN)/python -m pytest tests/unit tests/integration tests/e2e
 
 unit: install

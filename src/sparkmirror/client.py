@@ -180,11 +180,13 @@ class _CheckpointTail:
         self._closed = False
 
     def _open(self, timeout_s: float) -> Any:
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException
+        from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+        from sparkmirror.kafka.factory import new_consumer
+
         try:
-            consumer = Consumer(self._conf)
+            consumer = new_consumer(self._conf)
         except (KafkaException, ValueError, TypeError) as exc:
             raise _refused_config(exc, "consumer") from None
         try:
@@ -421,14 +423,15 @@ class MirrorClient:
 
     def _admin_client(self) -> Any:
         from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
+
+        from sparkmirror.kafka.factory import new_admin
 
         with self._lock:
             if self._closed:
                 raise ClientError(f"{self!r} is closed")
             if self._admin is None:
                 try:
-                    self._admin = AdminClient(dict(self._admin_conf))
+                    self._admin = new_admin(dict(self._admin_conf))
                 except (KafkaException, ValueError, TypeError) as exc:
                     raise _refused_config(exc, "admin") from None
             return self._admin

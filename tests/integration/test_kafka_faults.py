@@ -36,14 +36,20 @@ from sparkmirror.pipeline.exceptions import TopicRecreatedError
 def test_internal_topics_get_their_replication_factor_or_the_run_refuses(
     bootstraps, spark, tmp_path: Path, checkpoints
 ) -> None:
-    cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
-        extra=f"A->B.topics = {unique('rf')}\noffset-syncs.topic.replication.factor = 3\n",
-    )  # fmt: skip
+    # A source alias of its own: the flow's internal topics do not exist yet on this session's clusters.
+    src = unique("rf").replace("-", "")
+    cfg = tmp_path / "mm2.properties"
+    cfg.write_text(
+        f"clusters = {src}, B\n{src}.bootstrap.servers = {bootstraps['A']}\nB.bootstrap.servers = {bootstraps['B']}\n"
+        f"{src}->B.enabled = true\n{src}->B.topics = {unique('rf')}\nemit.heartbeats.enabled = false\n"
+        f"sparkmirror.checkpoint.location = {checkpoints}\noffset-syncs.topic.replication.factor = 3\n"
+    )
     with pytest.raises(ConfigError) as err:
         Mirror(load_config(cfg), once=True).run()
     text = str(err.value)
-    assert text.startswith("offset-syncs.topic.replication.factor: internal topic sparkmirror-offset-map.A.internal")
+    assert text.startswith(
+        f"offset-syncs.topic.replication.factor: internal topic sparkmirror-offset-map.{src}.internal"
+    )
     assert "needs replication factor 3 but only 1 broker(s) are up" in text
     assert err.value.exit_code == 2
 

@@ -136,9 +136,9 @@ class CheckpointEmitter:
 
     def _write(self, checkpoints: list[Checkpoint]) -> None:
         if self._producer is None:
-            from confluent_kafka import Producer
+            from sparkmirror.kafka.factory import new_producer
 
-            self._producer = Producer({**self.clients.internal_producer, "linger.ms": "5"})
+            self._producer = new_producer({**self.clients.internal_producer, "linger.ms": "5"})
         produce_durably(
             self._producer,
             self.topic,

@@ -2,9 +2,10 @@
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error; failover and
 failback add 3 (a group is active on the destination) and 4 (replication has not caught up);
-run adds 5 (records expired on the source before they were mirrored), 6 (another instance
-runs the flow: it holds the flow's lease) and 7 (a source topic was deleted and re-created).
-docs/faults.md lists them with the faults behind them.
+status adds 5 (a partition lags beyond the limit given) and 6 (a flow failed, went silent or
+never reported); run adds 5 (records expired on the source before they were mirrored), 6
+(another instance runs the flow: it holds the flow's lease) and 7 (a source topic was deleted
+and re-created). docs/faults.md lists run's codes with the faults behind them.
 Heavy imports (pyspark, confluent-kafka) happen inside the commands.
 """
 
@@ -44,11 +45,17 @@ class _Group(click.Group):
 
 
 def _setup_logging(verbose: int) -> None:
-    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose or os.environ.get("CI") else logging.INFO
+    """Our lines at INFO (DEBUG with -vv); librdkafka's and Spark's only when they matter.
+
+    librdkafka's lines (through :mod:`sparkmirror.kafka.factory`) show from WARNING, from INFO with
+    ``-v``; Spark's log4j from ERROR, from WARN with ``-v`` and INFO with ``-vv``.
+    """
+    level = logging.DEBUG if verbose > 1 else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    # librdkafka and py4j are chatty at INFO.
-    for noisy in ("py4j", "sparkmirror.kafka.librdkafka", "sparkmirror.devcluster.librdkafka"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    librdkafka = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.getLogger("sparkmirror.kafka.librdkafka").setLevel(librdkafka)
+    logging.getLogger("py4j").setLevel(logging.DEBUG if verbose > 2 else logging.WARNING)  # a line per call
+    os.environ.setdefault("SPARKMIRROR_SPARK_LOG_LEVEL", ("ERROR", "WARN", "INFO")[min(verbose, 2)])
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,7 +66,7 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from sparkmirror.cli import demo, dev, failover, offsets, run, setup
+    from sparkmirror.cli import demo, dev, failover, offsets, run, setup, status
 
     cli.add_command(setup.setup)
     cli.add_command(dev.dev)
@@ -68,6 +75,7 @@ def _register() -> None:
     cli.add_command(offsets.offsets)
     cli.add_command(failover.failover)
     cli.add_command(failover.failback)
+    cli.add_command(status.status)
 
 
 _register()

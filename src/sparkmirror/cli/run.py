@@ -9,11 +9,14 @@ deleted and re-created (``--reset-topic`` resumes).
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
@@ -50,10 +53,22 @@ def print_summary(runners: Sequence[Flow]) -> None:
             continue
         rows = topic_counts(r.flow, r.clients.source_admin, r.clients.target_admin, r.subscribed)
         width = max(len(f"{c.source_topic} -> {c.remote_topic}") for c in rows)
-        click.echo(f"  {'topic':<{width}}  partitions  records on {r.flow.source}  records on {r.flow.target}")
-        for c in rows:
-            name = f"{c.source_topic} -> {c.remote_topic}"
-            click.echo(f"  {name:<{width}}  {c.partitions:>10}  {c.source_records:>12,}  {c.target_records:>12,}")
+        policy = r.flow.policy
+        users = [c for c in rows if not policy.is_heartbeats_topic(c.source_topic)]
+        internal = [c for c in rows if policy.is_heartbeats_topic(c.source_topic)]
+        for title, part in (("topic", users), ("internal topic", internal)):
+            if not part:
+                continue
+            click.echo(f"  {title:<{width}}  partitions  records on {r.flow.source}  records on {r.flow.target}")
+            for c in part:
+                name = f"{c.source_topic} -> {c.remote_topic}"
+                click.echo(f"  {name:<{width}}  {c.partitions:>10}  {c.source_records:>12,}  {c.target_records:>12,}")
+        if internal:
+            click.echo(
+                "  (heartbeats: MM2's liveness records, written every few seconds on each cluster and mirrored "
+                "like data, so their counts differ by the ones written since the copy; tools such as "
+                "RemoteClusterUtils.replicationHops read them)"
+            )
 
 
 @click.command()
@@ -100,7 +115,11 @@ def run(
             log.info(r.report_line())
 
     try:
-        mirror.run(on_progress=on_progress)
+        if sys.stderr.isatty() and not os.environ.get("CI"):
+            with LiveView() as view:
+                mirror.run(on_progress=view.update, progress_every_s=1.0)
+        else:
+            mirror.run(on_progress=on_progress)
     finally:
         try:
             print_summary(mirror.runners)
@@ -116,3 +135,51 @@ def run(
             f"{lost:,} records expired on the source before they were mirrored (listed above); "
             "raise the source topics' retention or the mirror's throughput"
         )
+
+
+class LiveView:
+    """On a terminal: one row per flow, redrawn every second, with the log printed above it."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console(stderr=True)
+        self.live = Live(console=self.console, refresh_per_second=2, redirect_stderr=True, transient=False)
+        self._handlers: list[tuple[logging.StreamHandler[TextIO], TextIO]] = []
+
+    def __enter__(self) -> LiveView:
+        self.live.__enter__()
+        # The log's handler holds the stderr it was given; point it at the display's proxy so
+        # lines print above the table instead of through it.
+        for h in logging.getLogger().handlers:
+            if isinstance(h, logging.StreamHandler) and h.stream in (sys.__stderr__, self.live.console.file):
+                self._handlers.append((h, h.stream))
+                h.setStream(sys.stderr)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for h, stream in self._handlers:
+            h.setStream(stream)
+        self.live.__exit__(None, None, None)
+
+    def update(self, runners: Sequence[Flow]) -> None:
+        from rich.table import Table
+
+        table = Table(box=None, padding=(0, 2), header_style="bold")
+        for name in ("flow", "state", "records", "records/s", "lag", "last checkpoint", "restarts"):
+            table.add_column(name, justify="left" if name in ("flow", "state") else "right")
+        now = time.time()
+        for r in runners:
+            p = r.progress
+            checkpoint = "-" if p.last_checkpoint_at is None else f"{now - p.last_checkpoint_at:,.0f}s ago"
+            table.add_row(
+                p.flow,
+                r.status.state,
+                f"{p.records:,}",
+                f"{p.rate():,.0f}",
+                "?" if p.lag is None else f"{p.lag:,}",
+                checkpoint,
+                str(p.restarts),
+            )
+        self.live.update(table)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -196,6 +197,8 @@ def _convert(raw: str, annotation: Any, key: str) -> Any:
     """Convert the string ``raw`` of ``key`` to the field type, with an error naming key and expectation."""
     origin = typing.get_origin(annotation)
     value = raw.strip()
+    if origin in (typing.Union, types.UnionType) and set(typing.get_args(annotation)) == {int, type(None)}:
+        annotation = int  # an optional number: set means a number
     if annotation is bool:
         if value.lower() in ("true", "false"):
             return value.lower() == "true"

@@ -156,7 +156,13 @@ class SparkSettings(_Frozen):
     ``spark``: the records go through Spark's Kafka source, Arrow and the Python worker (for source
     settings only the Java client knows, such as JKS key stores)."""
     progress_interval_seconds: int = Field(default=10, ge=1, alias="sparkmirror.progress.interval.seconds")
-    """How often progress is logged, in seconds."""
+    """How often progress is logged (piped output) and each flow's status is written to its target, in
+    seconds; metrics' lag is refreshed as often."""
+    metrics_port: int | None = Field(default=None, ge=1, le=65535, alias="sparkmirror.metrics.port")
+    """Serve Prometheus metrics at ``http://<sparkmirror.metrics.host>:<port>/metrics`` while ``run`` runs
+    (unset: no metrics endpoint). Process-wide: the top-level key counts. docs/operations.md lists them."""
+    metrics_host: str = Field(default="0.0.0.0", alias="sparkmirror.metrics.host")
+    """Address the metrics endpoint listens on (``0.0.0.0``: every interface)."""
     exactly_once: bool = Field(default=False, alias="sparkmirror.exactly.once")
     """Write each partition's records, offset-map segments and source position in one transaction on
     the target (same effect as MM2's ``exactly.once.source.support = enabled``)."""

@@ -288,14 +288,14 @@ class DevClusters:
         return proc.pid
 
     def _wait_ready(self, cluster: ClusterState, timeout_s: float) -> None:
-        from confluent_kafka.admin import AdminClient
+        from sparkmirror.kafka.factory import new_admin
 
         deadline = time.monotonic() + timeout_s
         conf: dict[str, Any] = {
             "bootstrap.servers": cluster.bootstrap,
             "log_level": 0,
         }
-        admin = AdminClient(conf)
+        admin = new_admin(conf)
         last_error: str = ""
         while time.monotonic() < deadline:
             dead = [b for b in cluster.brokers if not b.is_running()]

@@ -17,9 +17,11 @@ SAMPLE_TOPICS: Mapping[str, int] = {"orders": 4, "payments": 3, "customers": 2}
 
 
 def create_topics(bootstrap: str, topics: Mapping[str, int], *, config: Mapping[str, str] | None = None) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    from sparkmirror.kafka.factory import new_admin
+
+    admin = new_admin({"bootstrap.servers": bootstrap})
     existing = admin.list_topics(timeout=30).topics
     new = [
         NewTopic(t, num_partitions=n, replication_factor=-1, config=dict(config or {}))
@@ -40,7 +42,7 @@ def produce_sample(
     seed_time_ms: int | None = None,
 ) -> dict[str, int]:
     """Create the topics if needed and write ``records_per_topic`` to each."""
-    from confluent_kafka import Producer
+    from sparkmirror.kafka.factory import new_producer
 
     create_topics(bootstrap, topics)
     base_ts = seed_time_ms if seed_time_ms is not None else int(time.time() * 1000) - 3_600_000
@@ -50,7 +52,9 @@ def produce_sample(
         if err is not None:
             errors.append(err)
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 20})
+    producer = new_producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": "true", "linger.ms": "20"}
+    )
     counts = {}
     for topic, partitions in topics.items():
         for i in range(records_per_topic):

@@ -41,9 +41,9 @@ class HeartbeatEmitter:
     def add_cluster(self, clients: ClusterClients, replication_factor: int) -> None:
         """Heartbeats into ``clients``' cluster (the first replication factor given for it counts)."""
         if clients.alias not in self.clusters:
-            from confluent_kafka import Producer
+            from sparkmirror.kafka.factory import new_producer
 
-            producer = Producer({**clients.producer(), "linger.ms": "0"})
+            producer = new_producer({**clients.producer(), "linger.ms": "0"})
             self.clusters[clients.alias] = (producer, clients.admin, replication_factor)
 
     def add_flow(self, source: str, target: str) -> None:

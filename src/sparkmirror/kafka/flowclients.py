@@ -49,9 +49,9 @@ class _Admins:
         with self._lock:
             admin = self._made.get(name)
             if admin is None:
-                from confluent_kafka.admin import AdminClient
+                from sparkmirror.kafka.factory import new_admin
 
-                admin = self._made[name] = AdminClient(dict(conf))
+                admin = self._made[name] = new_admin(dict(conf))
             return admin
 
     def close(self) -> None:

@@ -29,9 +29,9 @@ class GroupOffsetsError(SparkMirrorError):
 
 
 def _consumer(conf: Mapping[str, str], group: str) -> Consumer:
-    from confluent_kafka import Consumer
+    from sparkmirror.kafka.factory import new_consumer
 
-    return Consumer({**conf, "group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed"})
+    return new_consumer({**conf, "group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed"})
 
 
 def committed_positions(

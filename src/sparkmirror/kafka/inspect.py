@@ -64,9 +64,9 @@ def topic_counts(
 
 
 def _reader(consumer_conf: Mapping[str, str]) -> Consumer:
-    from confluent_kafka import Consumer
+    from sparkmirror.kafka.factory import new_consumer
 
-    return Consumer(
+    return new_consumer(
         {
             **consumer_conf,
             "group.id": "sparkmirror-reader-inspect",

@@ -104,11 +104,21 @@ def read_to_end(
     consumer_conf: Mapping[str, str], topic: str, *, timeout_s: float = 120.0
 ) -> Iterator[tuple[bytes | None, bytes | None]]:
     """Every (key, value) of ``topic`` (all partitions), from the start to the current end."""
+    for key, value, _ts in read_to_end_timed(consumer_conf, topic, timeout_s=timeout_s):
+        yield key, value
+
+
+def read_to_end_timed(
+    consumer_conf: Mapping[str, str], topic: str, *, timeout_s: float = 120.0
+) -> Iterator[tuple[bytes | None, bytes | None, int]]:
+    """Every (key, value, timestamp ms) of ``topic`` (all partitions), from the start to the current end."""
     import time
 
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    consumer = Consumer(
+    from sparkmirror.kafka.factory import new_consumer
+
+    consumer = new_consumer(
         {
             **consumer_conf,
             "group.id": f"sparkmirror-reader-{topic}",
@@ -153,7 +163,7 @@ def read_to_end(
                             time.sleep(0.2)
                         continue
                     raise InternalTopicError(f"reading {topic}[{msg.partition()}]: {err.str()}")
-                yield msg.key(), msg.value()
+                yield msg.key(), msg.value(), msg.timestamp()[1]
                 part, off = msg.partition(), msg.offset()
                 if part is not None and off is not None and off >= ends[part] - 1:
                     pending.discard(part)

@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sparkmirror.errors import SparkMirrorError
+from sparkmirror.kafka.factory import new_admin, new_consumer
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, TopicPartition
@@ -105,11 +106,9 @@ class FlowLease:
     # -- acquire ------------------------------------------------------------
     def acquire(self, admin_conf: Mapping[str, str], *, wait_s: float = ACQUIRE_WAIT_S) -> None:
         """Join the group and wait until this instance owns the partition; raise :class:`LeaseHeld`."""
-        from confluent_kafka import Consumer
-
         self._lock_host()
         conf = {**self._conf, "group.instance.id": self._instance_id(admin_conf)}
-        consumer = self._consumer = Consumer(conf)
+        consumer = self._consumer = new_consumer(conf)
         consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         deadline = time.monotonic() + wait_s
         said = False
@@ -171,9 +170,7 @@ class FlowLease:
 
     def _members(self, admin_conf: Mapping[str, str]) -> list[tuple[str, str, bool]]:
         """(client id, group instance id, holds the partition) of the lease group's members."""
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient(dict(admin_conf))
+        admin = new_admin(admin_conf)
         try:
             desc = admin.describe_consumer_groups([self.group], request_timeout=15)[self.group].result(timeout=20)
         except Exception as exc:  # noqa: BLE001 - who holds it is said when known

@@ -237,21 +237,36 @@ class TopicSync:
             report.configs_updated.append(res.name)
 
     def max_message_bytes(self, topics: Iterable[str]) -> dict[str, int]:
-        """``max.message.bytes`` of the remote topics of ``topics`` on the target."""
+        """``max.message.bytes`` of the remote topics of ``topics`` on the target.
+
+        A topic this flow has just created may be unknown to the broker that answers for a moment
+        (its metadata is still spreading): asked again for up to about 10 s before a warning.
+        """
+        import time
+
         from confluent_kafka.admin import ConfigResource
 
-        resources = [ConfigResource(ConfigResource.Type.TOPIC, self.remote_name(t)) for t in topics]
-        if not resources:
-            return {}
-        out = {}
-        for res, fut in self.target_admin.describe_configs(resources, request_timeout=_TIMEOUT_S).items():
-            try:
-                entry = fut.result().get("max.message.bytes")
-            except Exception as exc:  # noqa: BLE001 - the broker then judges alone
-                log.warning("flow=%s cannot read max.message.bytes of %s: %s", self.flow.name, res.name, exc)
-                continue
-            if entry is not None and entry.value is not None:
-                out[res.name] = int(entry.value)
+        names = [self.remote_name(t) for t in topics]
+        out: dict[str, int] = {}
+        for attempt in range(6):
+            if not names:
+                break
+            resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
+            unknown: list[str] = []
+            for res, fut in self.target_admin.describe_configs(resources, request_timeout=_TIMEOUT_S).items():
+                try:
+                    entry = fut.result().get("max.message.bytes")
+                except Exception as exc:  # noqa: BLE001 - the broker then judges alone
+                    if _code(exc) == "UNKNOWN_TOPIC_OR_PART" and attempt < 5:
+                        unknown.append(res.name)
+                        continue
+                    log.warning("flow=%s cannot read max.message.bytes of %s: %s", self.flow.name, res.name, exc)
+                    continue
+                if entry is not None and entry.value is not None:
+                    out[res.name] = int(entry.value)
+            names = unknown
+            if names:
+                time.sleep(0.5 * (attempt + 1))
         return out
 
 

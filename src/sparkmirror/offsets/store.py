@@ -128,9 +128,9 @@ class OffsetMapStore:
 
     def _write(self, segments: list[Segment]) -> None:
         if self._producer is None:
-            from confluent_kafka import Producer
+            from sparkmirror.kafka.factory import new_producer
 
-            self._producer = Producer({**self.clients.internal_producer, "linger.ms": "5"})
+            self._producer = new_producer({**self.clients.internal_producer, "linger.ms": "5"})
         now = int(time.time() * 1000)
         records = [seg.to_record(now) for seg in segments]
         produce_durably(
@@ -158,9 +158,9 @@ class OffsetMapStore:
             if not removed:
                 return 0
             if self._producer is None:
-                from confluent_kafka import Producer
+                from sparkmirror.kafka.factory import new_producer
 
-                self._producer = Producer(self.clients.internal_producer)
+                self._producer = new_producer(self.clients.internal_producer)
             for seg in removed:
                 key = OffsetSegment.encode_key(seg.topic, seg.partition, seg.upstream_start)
                 self._producer.produce(self.topic, key=key, value=None)
@@ -179,9 +179,9 @@ class OffsetMapStore:
             if not removed:
                 return 0
             if self._producer is None:
-                from confluent_kafka import Producer
+                from sparkmirror.kafka.factory import new_producer
 
-                self._producer = Producer(self.clients.internal_producer)
+                self._producer = new_producer(self.clients.internal_producer)
             produce_durably(
                 self._producer,
                 self.topic,

@@ -57,10 +57,10 @@ class OffsetSyncWriter:
         if not self.enabled or not segments:
             return
         if self._producer is None:
-            from confluent_kafka import Producer
+            from sparkmirror.kafka.factory import new_producer
 
             conf = self.clients.source_producer if self.on_source else self.clients.internal_producer
-            self._producer = Producer({**conf, "linger.ms": "5"})
+            self._producer = new_producer({**conf, "linger.ms": "5"})
         for seg in segments:
             sync = OffsetSync(seg.topic, seg.partition, seg.upstream_start, seg.downstream_start)
             self._producer.produce(self.topic, key=sync.key_bytes(), value=sync.value_bytes())

@@ -39,6 +39,9 @@ SPARK_DEFAULTS = {
     "spark.sql.streaming.stopTimeout": "30000",
     "spark.python.worker.reuse": "true",
     "spark.ui.showConsoleProgress": "false",
+    # Adaptive query execution does nothing for a streaming query, and Spark warns at every query
+    # start that it is "not supported in streaming" when it is on (its default).
+    "spark.sql.adaptive.enabled": "false",
 }
 
 #: Spark 4.1 moved its streaming engine's classes from this package into sub-packages
@@ -84,11 +87,19 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmi
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    level = os.environ.get("SPARKMIRROR_SPARK_LOG_LEVEL", "WARN")
+    java_opts = settings.get("spark.driver.extraJavaOptions", "")
+    if "log4j2.configurationFile" not in java_opts:
+        # The driver JVM starts here: its log4j starts at our level, instead of Spark's default
+        # profile, which prints its own banner and WARN lines before setLogLevel can act.
+        settings["spark.driver.extraJavaOptions"] = (
+            f"{java_opts} -Dlog4j2.configurationFile=file:{_log4j2(level)}".strip()
+        )
     builder = SparkSession.builder.appName(app_name).master(master)
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("SPARKMIRROR_SPARK_LOG_LEVEL", "WARN"))
+    spark.sparkContext.setLogLevel(level)
     _quiet_expected_warnings(spark)
     if not master.startswith("local"):
         spark.sparkContext.addPyFile(str(_package_zip()))
@@ -112,6 +123,29 @@ def _quiet_expected_warnings(spark: SparkSession) -> None:
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, error)
     except Exception as exc:  # noqa: BLE001 - another logging backend: the lines stay, nothing breaks
         log.debug("could not quiet %s: %s", ", ".join(_EXPECTED_WARNINGS), exc)
+
+
+def _log4j2(level: str) -> Path:
+    """A log4j2 configuration for the driver JVM until ``setLogLevel(level)`` takes over.
+
+    The root stays at WARN here: pyspark counts as Spark's shell, and Spark resets a shell's root
+    level to WARN with a printed notice when the two differ. Start-up warnings that describe this
+    machine rather than the mirror (no native Hadoop library) are raised to ``level``.
+    """
+    out = Path(tempfile.mkdtemp(prefix="sparkmirror-log4j2.")) / "log4j2.properties"
+    out.write_text(
+        f"""rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = {"error" if level.upper() in ("WARN", "ERROR", "FATAL", "OFF") else level.lower()}
+"""
+    )
+    return out
 
 
 def _package_zip() -> Path:

@@ -33,6 +33,12 @@ class StandInFlow:
         self.finished = False
         self.starts = 0
         self.polls = 0
+        self.metrics = None
+        #: Every state the supervisor reported, with its error.
+        self.reports: list[tuple[str, str | None]] = []
+
+    def report(self, state: str, error: str | None = None) -> None:
+        self.reports.append((state, error))
 
     def start(self) -> None:
         self.starts += 1
@@ -163,3 +169,19 @@ def test_a_first_start_that_fails_for_good_raises() -> None:
     flow.start = start  # type: ignore[method-assign]
     with pytest.raises(FlowFailed):
         sup.FlowSupervisor(flow).start()  # type: ignore[arg-type]
+
+
+def test_a_terminal_error_is_reported_as_failed_with_its_sentence() -> None:
+    flow = StandInFlow()
+    s = _ended(flow, RuntimeError(f"Py4JJavaError ... {TERMINAL_MARKER} flow=A->B t[0] offset=7: refused\n at ..."))
+    with pytest.raises(FlowFailed):
+        s.poll()
+    assert flow.reports[-1][0] == "failed"
+    assert "t[0] offset=7" in (flow.reports[-1][1] or "")
+
+
+def test_a_failed_query_is_reported_as_restarting_with_its_error() -> None:
+    flow = StandInFlow()
+    s = _ended(flow, RuntimeError("broker went away"))
+    s.poll()
+    assert flow.reports == [("restarting", "broker went away")]

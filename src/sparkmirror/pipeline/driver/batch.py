@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from sparkmirror.metrics.exporter import FlowMetrics
+
 log = logging.getLogger(__name__)
 
 
@@ -82,6 +84,8 @@ class BatchHandler:
         self._reported: set[tuple[PartitionKey, int]] = set()
         #: Set after every committed batch; the supervisor resets its failure count on it.
         self.succeeded = False
+        #: The flow's metrics (None: no metrics endpoint).
+        self.metrics: FlowMetrics | None = None
         self._direct_unavailable_logged = False
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -122,6 +126,8 @@ class BatchHandler:
         self.progress.add_batch(results)
         self.succeeded = True
         finished = time.monotonic()
+        if self.metrics is not None:
+            self.metrics.batch(results, finished - started, time.time())
         log.debug(
             "flow=%s batch %d: %d records from %d partitions in %.0f ms (prepare %.0f, copy %.0f, "
             "offset map %.0f, after %.0f)",
@@ -235,6 +241,8 @@ class BatchHandler:
                 self.next_offset.get((loss.topic, loss.partition), 0), loss.end_offset
             )
             self.progress.add_loss(loss)
+            if self.metrics is not None:
+                self.metrics.lost(loss.topic, loss.partition, loss.count)
             log.error(
                 "flow=%s %s[%d] offsets %d..%d were deleted on the source (retention) before they were "
                 "mirrored: %d records lost; raise the source's retention or the mirror's throughput%s",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.naming import lease_group, offset_map_topic, progress_group, topic_ids_group
+from sparkmirror.core.status import State
 from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets
@@ -30,7 +31,7 @@ from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore
 from sparkmirror.offsets.syncs import OffsetSyncWriter
 from sparkmirror.pipeline.driver.batch import BatchHandler
-from sparkmirror.pipeline.driver.progress import FlowProgress, lag_from_progress, last_progress
+from sparkmirror.pipeline.driver.progress import FlowProgress, lag_from_progress, last_progress, partition_lags
 from sparkmirror.pipeline.driver.query import (
     StartingOffsets,
     check_checkpoint_identity,
@@ -48,15 +49,19 @@ from sparkmirror.pipeline.exceptions import (
     WriteError,
 )
 from sparkmirror.pipeline.executor.plan import WritePlan
+from sparkmirror.status.reporter import StatusReporter
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from sparkmirror.metrics.exporter import MirrorMetrics
+
 log = logging.getLogger(__name__)
 
 #: Chore names (the supervisor postpones some of them after a failure).
 REFRESH, CHECKPOINTS, GROUP_SYNC, CONFIG_SYNC = "topic refresh", "checkpoints", "group sync", "topic config sync"
+STATUS = "status"
 
 
 def write_plan(clients: FlowClients) -> WritePlan:
@@ -111,6 +116,7 @@ class Flow:
         once: bool,
         reset_topics: frozenset[str] = frozenset(),
         lease: FlowLease | None = None,
+        metrics: MirrorMetrics | None = None,
     ) -> None:
         self.spark = spark
         self.flow = flow
@@ -145,6 +151,9 @@ class Flow:
             stop=self.stop_requested,
             on_offsets_backwards=self._offsets_went_backwards,
         )
+        self.metrics = metrics.flow(flow.source, flow.target, self.topics.remote_name) if metrics else None
+        self.batches.metrics = self.metrics
+        self.status = StatusReporter(clients, flow.spark.progress_interval_seconds, self.metrics)
         self.scheduler = Scheduler()
         self.query: StreamingQuery | None = None
         #: The query ended without error (``--once``), or stopped on request.
@@ -166,6 +175,7 @@ class Flow:
         if not self._prepared:
             check_checkpoint_identity(self.clients)
             self.target.internal_topics()
+            self.status.ensure_topic()
             if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
                 self.checkpoints.restore()
             self._prepared = True
@@ -183,6 +193,12 @@ class Flow:
         self.check_topic_ids(topics)  # recorded on the remote topics: after they exist
         self._start_query(topics)
         self._schedule()
+        self.report("running")
+
+    def report(self, state: State, error: str | None = None) -> None:
+        """Say the flow's state on its target (and in the metrics)."""
+        p = self.progress
+        self.status.report(state, error=error, records=p.records, restarts=p.restarts)
 
     def check_topic_ids(self, topics: Iterable[str]) -> None:
         """Stop the flow (:class:`TopicRecreatedError`) if a source topic is not the one mirrored so far;
@@ -265,6 +281,12 @@ class Flow:
             s.every(GROUP_SYNC, flow.sync_group_offsets_interval_seconds, self._sync_groups, now=True, when=running)
         if flow.sync_topic_configs_enabled:
             s.every(CONFIG_SYNC, flow.sync_topic_configs_interval_seconds, self._sync_configs, when=running)
+        s.every(STATUS, flow.spark.progress_interval_seconds, self._report_running, when=running)
+
+    def _report_running(self) -> None:
+        self.report("running")
+        if self.metrics is not None and self.query is not None:
+            self.metrics.lag(partition_lags(self.clients, last_progress(self.query)))
 
     def _running(self) -> bool:
         return self.query is not None
@@ -393,7 +415,11 @@ class Flow:
 
     def _checkpoint_pass(self) -> None:
         if self.flow.emit_checkpoints_enabled:
-            self.emit_checkpoints()
+            started = time.monotonic()
+            written = self.emit_checkpoints()
+            self.progress.last_checkpoint_at = time.time()
+            if self.metrics is not None:
+                self.metrics.checkpoint_cycle((time.monotonic() - started) * 1000, written, time.time())
         self._prune_offset_map()
 
     def emit_checkpoints(self) -> int:
@@ -445,6 +471,9 @@ class Flow:
         if self.lease is not None:
             self.lease.release()
             self.lease = None
+        if self.status.state != "failed":
+            self.report("stopped")
+        self.status.close()
         self.store.close()
         self.syncs.close()
         self.checkpoints.close()

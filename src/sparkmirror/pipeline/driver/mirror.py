@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -20,6 +21,8 @@ from sparkmirror.pipeline.exceptions import FlowFailed, SourceLossError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from sparkmirror.metrics.exporter import MirrorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +65,21 @@ class Mirror:
         self.runners: list[Flow] = []
         self.supervisors: list[FlowSupervisor] = []
         self.spark: SparkSession | None = None
+        self.metrics: MirrorMetrics | None = None
 
     def request_stop(self) -> None:
         self._stop.set()
         for s in self.supervisors:
             s.request_stop()
 
-    def run(self, *, on_progress: Callable[[list[Flow]], None] | None = None) -> list[Flow]:
+    def run(
+        self, *, on_progress: Callable[[list[Flow]], None] | None = None, progress_every_s: float | None = None
+    ) -> list[Flow]:
+        """Run until every flow is done (``--once``) or a stop is requested.
+
+        ``on_progress`` is called every ``progress_every_s`` seconds (default: the flows' smallest
+        ``sparkmirror.progress.interval.seconds``).
+        """
         from sparkmirror.pipeline.session import build_session
 
         timeout = self.config.spark.startup_timeout_ms
@@ -76,7 +87,18 @@ class Mirror:
             return self.runners  # asked to stop while waiting
         # Before Spark starts: a second instance refuses in seconds, naming the first.
         leases = self._take_leases()
+        settings = self.config.spark
+        if settings.metrics_port is not None:
+            from sparkmirror.metrics.exporter import MirrorMetrics
+
+            self.metrics = MirrorMetrics()
+            self.metrics.serve(settings.metrics_host, settings.metrics_port)
+        ours = signal.getsignal(signal.SIGINT)
         self.spark = spark = build_session(self.master, self.spark_conf)
+        if callable(ours) and ours is not signal.default_int_handler and signal.getsignal(signal.SIGINT) is not ours:
+            # pyspark's SparkContext replaces the SIGINT handler with one that cancels every job and
+            # raises KeyboardInterrupt: Ctrl+C must stop the mirror as SIGTERM does, after the batch.
+            signal.signal(signal.SIGINT, ours)
         chores = Scheduler()
         heartbeats = self._heartbeats()
         try:
@@ -85,12 +107,17 @@ class Mirror:
                 chores.every("heartbeats", heartbeats.interval_s, heartbeats.emit, now=True)
                 chores.run_due()
             if on_progress is not None:
-                interval = min(f.spark.progress_interval_seconds for f in self.config.flows)
+                interval = progress_every_s or min(f.spark.progress_interval_seconds for f in self.config.flows)
                 chores.every("progress", interval, lambda: on_progress(self.runners))
             for config in self.config.flows:
                 log.info("flow=%s mode=%s", config.name, "exactly-once" if config.exactly_once else "at-least-once")
                 flow = Flow(
-                    spark, config, once=self.once, reset_topics=self.reset_topics, lease=leases.pop(config.name)
+                    spark,
+                    config,
+                    once=self.once,
+                    reset_topics=self.reset_topics,
+                    lease=leases.pop(config.name),
+                    metrics=self.metrics,
                 )
                 supervisor = FlowSupervisor(flow)
                 self.runners.append(flow)
@@ -115,6 +142,8 @@ class Mirror:
                 lease.release()
             if heartbeats is not None:
                 heartbeats.close()
+            if self.metrics is not None:
+                self.metrics.close()
         errors = [f.failure for f in self.runners if f.failure is not None]
         if len(errors) == 1:
             raise errors[0]

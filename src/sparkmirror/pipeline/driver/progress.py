@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sparkmirror.kafka.flowclients import FlowClients
+from sparkmirror.kafka.lag import record_timestamps
 from sparkmirror.pipeline.executor.results import PartitionResult
 
 if TYPE_CHECKING:
@@ -54,6 +56,8 @@ class FlowProgress:
     per_topic: dict[str, int] = field(default_factory=dict)
     #: How the last batch was read: "direct" (the tasks read Spark's planned ranges) or "spark".
     reader: str = ""
+    #: Wall clock (time.time()) of the last completed checkpoint cycle; None before the first.
+    last_checkpoint_at: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _last_report: tuple[float, int] = (0.0, 0)
 
@@ -112,6 +116,38 @@ def lag_from_progress(progress: ProgressJson | None) -> int | None:
             for p, off in parts.items():
                 total += max(0, int(off) - int(done.get(topic, {}).get(p, 0)))
     return total
+
+
+def partition_positions(progress: ProgressJson | None) -> dict[tuple[str, int], tuple[int, int]]:
+    """Per source partition (next offset to copy, source end) from a StreamingQueryProgress."""
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    if not progress or not progress.get("sources"):
+        return out
+    sources = progress["sources"]
+    assert isinstance(sources, list)
+    for src in sources:
+        latest = _offsets(src.get("latestOffset")) or {}
+        done = _offsets(src.get("endOffset")) or {}
+        for topic, parts in latest.items():
+            for p, off in parts.items():
+                end = int(off)
+                out[(topic, int(p))] = (min(end, int(done.get(topic, {}).get(p, end))), end)
+    return out
+
+
+def partition_lags(clients: FlowClients, progress: ProgressJson | None) -> dict[tuple[str, int], tuple[int, float]]:
+    """Per source partition (records not yet mirrored, age of the oldest of them in seconds).
+
+    The ages cost one fetch of the first waiting record of each partition that lags.
+    """
+    positions = partition_positions(progress)
+    waiting = {k: done for k, (done, end) in positions.items() if end > done}
+    oldest = record_timestamps(clients.source_consumer, waiting, timeout_s=5.0) if waiting else {}
+    now_ms = time.time() * 1000
+    return {
+        k: (end - done, max(0.0, (now_ms - oldest[k]) / 1000) if k in oldest else 0.0)
+        for k, (done, end) in positions.items()
+    }
 
 
 def last_progress(query: StreamingQuery) -> dict[str, object] | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.errors import SparkMirrorError
+from sparkmirror.kafka.factory import new_admin
 from sparkmirror.kafka.flowclients import FlowClients
 
 log = logging.getLogger(__name__)
@@ -58,9 +59,7 @@ def _clusters(flows: Sequence[FlowConfig]) -> list[_Cluster]:
 
 def describe(admin_config: dict[str, str], timeout_s: float = ATTEMPT_TIMEOUT_S) -> str:
     """The cluster id, once the cluster answers; raises the client's error otherwise."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({**admin_config, "log_level": "3"})
+    admin = new_admin(admin_config)
     return str(admin.describe_cluster(request_timeout=timeout_s).result(timeout=timeout_s + 5).cluster_id)
 
 

@@ -49,18 +49,21 @@ class FlowSupervisor:
         """The first start; a failure retrying can fix (a cluster that went away since the run's start
         check) is tried again after the back-off, as a failed restart is."""
         try:
+            self._start_once()
+        except (FlowFailed, ConfigError) as exc:
+            self.flow.report("failed", str(exc))
+            raise
+
+    def _start_once(self) -> None:
+        try:
             self.flow.start()
         except (FlowFailed, ConfigError):
             raise
         except Exception as exc:  # noqa: BLE001 - transient by assumption; logged each time
             delay = self._failed()
-            log.warning(
-                "flow=%s cannot start: %s: %s; trying again in %ds",
-                self.flow.flow.name,
-                type(exc).__name__,
-                first_line(str(exc)),
-                delay,
-            )
+            error = f"{type(exc).__name__}: {first_line(str(exc))}"
+            self.flow.report("restarting", error)
+            log.warning("flow=%s cannot start: %s; trying again in %ds", self.flow.flow.name, error, delay)
             self._give_up_once(str(exc))
             self._restart_at = time.monotonic() + delay
 
@@ -70,18 +73,21 @@ class FlowSupervisor:
     def poll(self) -> None:
         """Called periodically from the main thread; raises FlowFailed (or ConfigError) only."""
         try:
+            self._poll_once()
+        except (FlowFailed, ConfigError) as exc:
+            self.flow.report("failed", str(exc))
+            raise
+
+    def _poll_once(self) -> None:
+        try:
             self._poll()
         except (FlowFailed, ConfigError):
             raise
         except Exception as exc:  # noqa: BLE001 - transient by assumption; logged each time
             delay = self._failed()
-            log.warning(
-                "flow=%s %s: %s; trying again in %ds",
-                self.flow.flow.name,
-                type(exc).__name__,
-                first_line(str(exc)),
-                delay,
-            )
+            error = f"{type(exc).__name__}: {first_line(str(exc))}"
+            self.flow.report("restarting" if self.flow.query is None else "running", error)
+            log.warning("flow=%s %s; trying again in %ds", self.flow.flow.name, error, delay)
             self._give_up_once(str(exc))
             if self.flow.query is None:
                 self._restart_at = time.monotonic() + delay
@@ -97,6 +103,8 @@ class FlowSupervisor:
             if time.monotonic() >= self._restart_at and not flow.stop_requested.is_set():
                 self._restart_at = None
                 flow.progress.restarts += 1
+                if flow.metrics is not None:
+                    flow.metrics.restarted()
                 flow.start()
             return
         if flow.query is not None and not flow.query.isActive:
@@ -125,6 +133,7 @@ class FlowSupervisor:
         if broken is not None:
             raise FlowFailed(f"flow={flow.flow.name} cannot run: {broken.group(1)}: {broken.group(2).strip()}")
         delay = self._failed()
+        self.flow.report("restarting", first_line(text))
         self._give_up_once(first_line(text))
         log.warning(
             "flow=%s query failed (%s); replaying from the last committed batch in %ds",

@@ -94,10 +94,10 @@ class TargetPreparer:
         read_committed readers (the offset map's loader) cannot see past it. ``init_transactions``
         with each partition's transactional.id aborts them now.
         """
-        from confluent_kafka import Producer
+        from sparkmirror.kafka.factory import new_producer
 
         for topic, partitions in topics.items():
             for p in range(partitions):
-                producer = Producer(plan.transactional_producer_config(topic, p))
+                producer = new_producer(plan.transactional_producer_config(topic, p))
                 retry_kafka(functools.partial(producer.init_transactions, 60), what=f"fencing {topic}[{p}]")
                 producer.flush(0)

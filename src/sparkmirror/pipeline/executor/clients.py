@@ -50,11 +50,11 @@ def forget(client: object) -> None:
 
 def producer(plan: WritePlan) -> Producer:
     """The worker's at-least-once producer of this flow and configuration."""
-    from confluent_kafka import Producer
+    from sparkmirror.kafka.factory import new_producer
 
     conf = dict(plan.producer_config)
     conf.setdefault("client.id", f"sparkmirror-{plan.flow}")
-    return _cached(_key("producer", plan.flow, "", conf), lambda: Producer(conf))
+    return _cached(_key("producer", plan.flow, "", conf), lambda: new_producer(conf))
 
 
 def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer:
@@ -64,7 +64,7 @@ def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer
     ``init_transactions`` has fenced the producer cached here: it is replaced before use instead of
     failing the task on its first request.
     """
-    from confluent_kafka import Producer
+    from sparkmirror.kafka.factory import new_producer
 
     conf = plan.transactional_producer_config(*partition)
     key = _key("transactional", conf["transactional.id"], plan.producer_generation, conf)
@@ -75,7 +75,7 @@ def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer
             discard_producer(stale)  # type: ignore[arg-type]
 
     def make() -> Producer:
-        p = Producer(conf)
+        p = new_producer(conf)
         # Fences any earlier producer with this id and completes (aborts) its open transaction,
         # so the progress read next is stable.
         retry_kafka(lambda: p.init_transactions(60), what=f"init_transactions({conf['transactional.id']})")
@@ -86,18 +86,18 @@ def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer
 
 def progress_consumer(plan: WritePlan) -> Consumer:
     """A target consumer of the flow's progress group (exactly-once)."""
-    from confluent_kafka import Consumer
+    from sparkmirror.kafka.factory import new_consumer
 
     conf = plan.progress_consumer_config()
-    return _cached(_key("progress", plan.progress_group, plan.producer_generation, conf), lambda: Consumer(conf))
+    return _cached(_key("progress", plan.progress_group, plan.producer_generation, conf), lambda: new_consumer(conf))
 
 
 def source_consumer(plan: WritePlan) -> Consumer:
     """The direct reader's source consumer."""
-    from confluent_kafka import Consumer
+    from sparkmirror.kafka.factory import new_consumer
 
     conf = plan.reader_config()
-    return _cached(_key("reader", plan.flow, "", conf), lambda: Consumer(conf))
+    return _cached(_key("reader", plan.flow, "", conf), lambda: new_consumer(conf))
 
 
 def discard_producer(producer: Producer) -> None:

@@ -40,6 +40,16 @@ class PartitionResult:
     last_target_offset: int = field(metadata=_spark("long"))
     dead_lettered: int = field(metadata=_spark("long"))
     max_timestamp_ms: int = field(metadata=_spark("long"))
+    #: Oldest record timestamp of the range (-1: no record).
+    min_timestamp_ms: int = field(metadata=_spark("long"))
+    #: Wall clock (ms) when the task handed the partition's first record to the producer, and
+    #: when all its records were final (acknowledged; exactly-once: committed).
+    read_at_ms: int = field(metadata=_spark("long"))
+    acked_at_ms: int = field(metadata=_spark("long"))
+    #: Sums over the records of (read_at_ms - timestamp) and (acked_at_ms - timestamp): MM2's
+    #: record age and replication latency, averaged by the driver's metrics.
+    age_sum_ms: int = field(metadata=_spark("long"))
+    latency_sum_ms: int = field(metadata=_spark("long"))
     #: A terminal refusal (errors.tolerance=none): the driver stops the flow without committing.
     error: str | None = field(metadata=_spark("string"))
     #: Offset-map segments of what was acknowledged.

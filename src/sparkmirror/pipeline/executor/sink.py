@@ -63,6 +63,8 @@ DLQ_HEADER_PREFIX = "__connect.errors."
 
 #: Delivery reports are served every this many records handed to a producer.
 _POLL_EVERY = 1024
+#: ``min_ts`` before the first record.
+_NO_TIMESTAMP = 2**63 - 1
 #: Seconds between polls of every producer of a task (exactly-once has one per partition).
 _POLL_ALL_S = 0.05
 
@@ -99,6 +101,10 @@ class PartitionWrite:
         "local_refusals",
         "dead_lettered",
         "max_ts",
+        "min_ts",
+        "ts_sum",
+        "read_at_ms",
+        "acked_at_ms",
         "refusal",
         "sent",
         "failed",
@@ -129,6 +135,12 @@ class PartitionWrite:
         self.local_refusals = 0
         self.dead_lettered = 0
         self.max_ts = -1
+        self.min_ts = _NO_TIMESTAMP
+        #: Sum of the handed-over records' timestamps (their mean age and latency, for the metrics).
+        self.ts_sum = 0
+        #: Wall clock (ms) when the first record was handed over, and when all were final.
+        self.read_at_ms = 0
+        self.acked_at_ms = 0
         #: A terminal refusal (errors.tolerance=none): the driver stops the flow.
         self.refusal: str | None = None
         #: Upstream offset of every record handed to the producer, in produce order.
@@ -191,6 +203,7 @@ class PartitionWrite:
             self.failure = (upstream, name, err.str())
 
     def result(self) -> PartitionResult:
+        n = self.records
         return PartitionResult(
             topic=self.topic,
             partition=self.partition,
@@ -202,6 +215,11 @@ class PartitionWrite:
             last_target_offset=self.last_target,
             dead_lettered=self.dead_lettered,
             max_timestamp_ms=self.max_ts,
+            min_timestamp_ms=self.min_ts if n else -1,
+            read_at_ms=self.read_at_ms,
+            acked_at_ms=self.acked_at_ms,
+            age_sum_ms=self.read_at_ms * n - self.ts_sum if n else 0,
+            latency_sum_ms=self.acked_at_ms * n - self.ts_sum if n else 0,
             error=self.refusal,
             segments=tuple((g.upstream_start, g.downstream_start, g.count) for g in self.segments),
             writer=WORKER_ID,
@@ -274,6 +292,8 @@ class Sink:
         sent = w.sent
         written = w.bytes
         max_ts = w.max_ts
+        min_ts = w.min_ts
+        ts_sum = w.ts_sum
         last = w.last_offset
         for record in records:
             offset, key_, value, ts, headers = record
@@ -285,11 +305,15 @@ class Sink:
             if not w.begun:
                 self.commit.begin(w)
                 w.first_offset = offset
+                w.read_at_ms = int(time.time() * 1000)
             last = offset
             n = (len(key_) if key_ is not None else 0) + (len(value) if value is not None else 0)
             written += n
+            ts_sum += ts
             if ts > max_ts:
                 max_ts = ts
+            if ts < min_ts:
+                min_ts = ts
             if limit is not None:
                 # A cheap upper bound of record_size first (a header name's UTF-8 is at most 4
                 # bytes a character); the exact estimate only for records near the limit.
@@ -319,6 +343,8 @@ class Sink:
                 producer.poll(0)
         w.bytes = written
         w.max_ts = max_ts
+        w.min_ts = min_ts
+        w.ts_sum = ts_sum
         w.last_offset = last
         producer.poll(0)
         if len(self._producers) > 1 and time.monotonic() >= self._next_poll_all:
@@ -349,7 +375,9 @@ class Sink:
     def close(self) -> list[PartitionResult]:
         """Wait until every record is final (see :class:`Commit`); one result per partition written."""
         self.commit.finish([w for w in self.parts.values() if w.begun])
+        acked_at = int(time.time() * 1000)
         for w in self.parts.values():
+            w.acked_at_ms = acked_at
             if w.skipped:
                 log.info(
                     "flow=%s %s[%d] skipped %d records already committed on the target (progress=%d)",

@@ -1,0 +1,81 @@
+"""Every Kafka client sparkmirror makes, made here: librdkafka's log goes through Python logging.
+
+Without a ``logger`` librdkafka writes its own lines to stderr (``%4|…|GETPID|…``), whatever the
+CLI's verbosity, and after the process's last line. With one, confluent-kafka hands each line to
+:class:`LibrdkafkaLog` when the client is polled, on the thread that polls. Lines that say a
+broker cannot be reached or is still starting are logged one level lower (INFO): sparkmirror
+says itself what it waits for, and ``-v`` shows them. A unit test keeps every client of the
+package coming from here.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient
+
+#: The Python logger librdkafka's lines go to (the CLI sets its level from ``-v``).
+LOGGER_NAME = "sparkmirror.kafka.librdkafka"
+
+#: Transient states every client goes through when a broker restarts or a cluster is down.
+_TRANSIENT = re.compile(
+    r"Connection refused|Disconnected|brokers are down|Failed to resolve|Coordinator load in progress|"
+    r"Failed to acquire idempotence PID|timed out|Connection setup timed out|Broker transport failure"
+)
+
+
+class LibrdkafkaLog:
+    """The ``logger`` confluent-kafka calls; picklable (Spark ships it inside client settings)."""
+
+    def __init__(self, name: str = LOGGER_NAME) -> None:
+        self.name = name
+
+    def log(self, level: int, msg: str, *args: object) -> None:
+        target = logging.getLogger(self.name)
+        text = msg % args if args else msg
+        if level > logging.INFO and _TRANSIENT.search(text):
+            level = logging.INFO
+        if target.isEnabledFor(level):
+            target.log(level, "%s", text)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LibrdkafkaLog) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"LibrdkafkaLog({self.name})"
+
+
+_LOG = LibrdkafkaLog()
+
+#: What a client setting's value may be (confluent-kafka takes strings, numbers and booleans).
+Setting = str | int | float | bool
+
+
+def _with_log(conf: Mapping[str, Setting]) -> dict[str, object]:
+    return {**conf, "logger": _LOG}
+
+
+def new_producer(conf: Mapping[str, Setting]) -> Producer:
+    from confluent_kafka import Producer
+
+    return Producer(_with_log(conf))
+
+
+def new_consumer(conf: Mapping[str, Setting]) -> Consumer:
+    from confluent_kafka import Consumer
+
+    return Consumer(_with_log(conf))
+
+
+def new_admin(conf: Mapping[str, Setting]) -> AdminClient:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(_with_log(conf))  # type: ignore[arg-type]  # its stub omits the documented ``logger``

@@ -17,8 +17,9 @@ Rules:
   :data:`SESSION_TIMEOUT_MS` (the group's session timeout) has passed; a new instance waiting for
   the lease then gets it, so a restart elsewhere after a crash is delayed by at most that.
 - A holder that loses its partition (cut off from the target longer than the session timeout)
-  rejoins by itself; if it has not got the partition back within :data:`ACQUIRE_WAIT_S`, another
-  instance has it: :attr:`FlowLease.lost` is set and the flow must stop.
+  rejoins by itself; if after :data:`ACQUIRE_WAIT_S` another member holds the partition, another
+  instance has it: :attr:`FlowLease.lost` is set and the flow must stop. A target that is down is
+  waited for.
 
 It never reads or commits offsets: the group holds no state but its membership.
 """
@@ -102,10 +103,12 @@ class FlowLease:
         self._thread: threading.Thread | None = None
         self._lock_file = _lock_path(group, str(consumer_conf.get("bootstrap.servers", "")))
         self._lock_fd: int | None = None
+        self._admin_conf: dict[str, str] = {}
 
     # -- acquire ------------------------------------------------------------
     def acquire(self, admin_conf: Mapping[str, str], *, wait_s: float = ACQUIRE_WAIT_S) -> None:
         """Join the group and wait until this instance owns the partition; raise :class:`LeaseHeld`."""
+        self._admin_conf = dict(admin_conf)
         self._lock_host()
         conf = {**self._conf, "group.instance.id": self._instance_id(admin_conf)}
         consumer = self._consumer = new_consumer(conf)
@@ -226,8 +229,13 @@ class FlowLease:
                 return
             since = self._unowned_since
             if since is not None and time.monotonic() - since > ACQUIRE_WAIT_S:
-                self._lose(f"not given back within {ACQUIRE_WAIT_S:.0f}s")
-                return
+                # Lost only to another instance: a target that is down (for longer than the session) is
+                # waited for, as the flow waits for it.
+                holder = self._holders(self._admin_conf)
+                if holder:
+                    self._lose(f"taken by {holder}")
+                    return
+                self._unowned_since = time.monotonic()
 
     def _lose(self, how: str) -> None:
         log.error("flow=%s lease %s: another instance may run the flow now; stopping it here", self.flow, how)

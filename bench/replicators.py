@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from abc import ABC, abstractmethod
@@ -89,6 +90,12 @@ def remote(topic: str) -> str:
     return f"{SOURCE}.{topic}"
 
 
+def label(topic: str) -> str:
+    """A file-name-safe label for a topic, a regex (``scale-.*``) or a comma-separated list of topics."""
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", topic)
+    return safe if len(safe) <= 60 else f"{safe[:40]}-{len(topic.split(','))}topics"
+
+
 def _properties(items: dict[str, str]) -> str:
     return "".join(f"{k} = {v}\n" for k, v in items.items())
 
@@ -158,7 +165,7 @@ class Limit(Replicator):
     translates = False
 
     def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
-        props = run_dir / f"limit-producer-{topic}.properties"
+        props = run_dir / f"limit-producer-{label(topic)}.properties"
         props.write_text(_properties(self.common.producer()))
         b = self.common.bootstraps
         return self.jvm.command(
@@ -166,7 +173,7 @@ class Limit(Replicator):
             b[SOURCE],
             b[TARGET],
             topic,
-            remote(topic),
+            ",".join(remote(t) for t in topic.split(",")),
             str(count or 0),
             str(self.common.limit_threads),
             str(props),
@@ -207,7 +214,7 @@ class MirrorMaker2(Replicator):
         return conf
 
     def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
-        props = run_dir / f"mm2-{topic}.properties"
+        props = run_dir / f"mm2-{label(topic)}.properties"
         props.write_text(_properties(self.config(topic)))
         return self.jvm.command(
             "org.apache.kafka.connect.mirror.MirrorMaker", str(props), "--clusters", TARGET, heap=MM2_HEAP
@@ -254,12 +261,12 @@ class Sparkmirror(Replicator):
             "offset-syncs.topic.replication.factor": "1",
             "emit.checkpoints.interval.seconds": str(c.checkpoint_interval_s),
             "sparkmirror.exactly.once": "true" if self.exactly_once else "false",
-            "sparkmirror.checkpoint.location": str(run_dir / f"spark-checkpoints-{topic}"),
+            "sparkmirror.checkpoint.location": str(run_dir / f"spark-checkpoints-{label(topic)}"),
             "sparkmirror.progress.interval.seconds": "5",
             **{f"{TARGET}.producer.{k}": v for k, v in c.producer().items()},
             **c.sparkmirror_extra,
         }
-        path = run_dir / f"{self.name}-{topic}.properties"
+        path = run_dir / f"{self.name}-{label(topic)}.properties"
         path.write_text(_properties(conf))
         return path
 

@@ -96,6 +96,11 @@ class Settings:
     sparkmirror_props: tuple[str, ...]
     mm2_props: tuple[str, ...]
     sparkmirror_debug: bool = False
+    scenario: str = "default"
+    scale_topics: int = 200
+    scale_partitions: int = 5
+    scale_hot: int = 4
+    scale_groups: int = 1000
 
     @property
     def payload_bytes(self) -> int:
@@ -129,6 +134,12 @@ def parse_args(argv: list[str] | None = None) -> Settings:
                     help="extra line for MM2's properties (repeatable)")  # fmt: skip
     ap.add_argument("--sparkmirror-debug", action="store_true",
                     help="run sparkmirror with -vv (per-batch timing in its logs; use with --keep)")  # fmt: skip
+    ap.add_argument("--scenario", choices=("default", "scale"), default="default",
+                    help="scale: many topics and groups (bench/scale.py; --records, --size apply)")  # fmt: skip
+    ap.add_argument("--scale-topics", type=int, default=200)
+    ap.add_argument("--scale-partitions", type=int, default=5, help="partitions per topic (scale)")
+    ap.add_argument("--scale-hot", type=int, default=4, help="hot topics, holding half of the records (scale)")
+    ap.add_argument("--scale-groups", type=int, default=1000, help="consumer groups committed on A (scale)")
     a = ap.parse_args(argv)
     known = {"limit", "mm2", "sparkmirror_at_least_once", "sparkmirror_exactly_once"}
     systems = tuple(s.strip() for s in a.systems.split(",") if s.strip())
@@ -156,6 +167,11 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         sparkmirror_props=tuple(a.sparkmirror_prop),
         mm2_props=tuple(a.mm2_prop),
         sparkmirror_debug=a.sparkmirror_debug,
+        scenario=a.scenario,
+        scale_topics=a.scale_topics,
+        scale_partitions=a.scale_partitions,
+        scale_hot=a.scale_hot,
+        scale_groups=a.scale_groups,
     )
 
 
@@ -565,6 +581,11 @@ def main(argv: list[str] | None = None) -> Path:
         jvm = rep.Jvm(workdir)
         boots = clusters.up(["A", "B"], base_port=s.base_port)
         log.info("clusters: %s", boots)
+        if s.scenario == "scale":
+            import scale
+
+            sizes = scale.Scale(s.scale_topics, s.scale_partitions, s.scale_hot, s.scale_groups)
+            return scale.main(sys.modules[__name__], s, sizes, workdir, boots, jvm)
         wl.create_topic(boots["A"], TOPIC, s.partitions)
         t0 = time.monotonic()
         wl.load(boots["A"], TOPIC, s.records, s.partitions, s.size, s.seed)
@@ -656,4 +677,5 @@ def one_line(r: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     path = main()
-    report.main([str(path)])
+    if not path.name.endswith("-scale.json"):  # the scale scenario's results are not in the report yet
+        report.main([str(path)])

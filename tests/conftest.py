@@ -84,3 +84,28 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     empty = [t for t, n in counts.items() if n == 0]
     if empty:
         raise pytest.UsageError(f"no tests collected in tests/{', tests/'.join(empty)}")
+
+
+@pytest.fixture(scope="session")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """Clusters A and B with SASL_SSL (SCRAM and PLAIN over TLS) and ACLs; started only for the
+    tests that ask for them (tests/secured_helpers.py)."""
+    from secured_helpers import Secured
+    from sparkmirror.devcluster.cluster import DevClusters
+
+    clusters = DevClusters(tmp_path_factory.mktemp("secured"))
+    bootstraps = clusters.up(["A", "B"], base_port=_free_base_port(), security="sasl_ssl")
+    yield Secured(clusters, "sasl_ssl", bootstraps)
+    clusters.down()
+
+
+@pytest.fixture(scope="session")
+def mtls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One cluster M with mutual TLS (client certificates) and ACLs; started only for the tests that ask."""
+    from secured_helpers import Secured
+    from sparkmirror.devcluster.cluster import DevClusters
+
+    clusters = DevClusters(tmp_path_factory.mktemp("mtls"))
+    bootstraps = clusters.up(["M"], base_port=_free_base_port(), security="ssl")
+    yield Secured(clusters, "ssl", bootstraps)
+    clusters.down()

@@ -12,6 +12,9 @@
  * Usage:
  *   CopyLoop <sourceBootstrap> <targetBootstrap> <topic> <remoteTopic> <count> <threads> <producer.properties>
  *
+ * <topic> and <remoteTopic> may be comma-separated lists of the same length (the scale scenario:
+ * every partition of every topic shared out among the threads).
+ *
  * count > 0: stop once that many records were copied (every one acknowledged), then exit 0.
  * count <= 0: copy until SIGTERM, then flush what was sent and exit 0.
  * Any failed send exits 1 with the error on stderr. Stdout carries one line at the end:
@@ -44,15 +47,20 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class CopyLoop {
 
-    private final String remote;
+    private final java.util.Map<String, String> remotes = new java.util.HashMap<>();
     private final long count;
     private final AtomicLong copied = new AtomicLong();
     private final AtomicBoolean stopping = new AtomicBoolean();
     private final AtomicReference<Exception> failure = new AtomicReference<>();
     private final List<KafkaConsumer<byte[], byte[]>> consumers = new ArrayList<>();
 
-    private CopyLoop(String remote, long count) {
-        this.remote = remote;
+    private CopyLoop(String[] topics, String[] remotes, long count) {
+        if (topics.length != remotes.length) {
+            throw new IllegalArgumentException("as many remote topics as topics are needed");
+        }
+        for (int i = 0; i < topics.length; i++) {
+            this.remotes.put(topics[i], remotes[i]);
+        }
         this.count = count;
     }
 
@@ -62,12 +70,15 @@ public final class CopyLoop {
                 + "<threads> <producer.properties>");
             System.exit(2);
         }
-        CopyLoop loop = new CopyLoop(args[3], Long.parseLong(args[4]));
+        String[] topics = args[2].split(",");
+        CopyLoop loop = new CopyLoop(topics, args[3].split(","), Long.parseLong(args[4]));
         int threads = Integer.parseInt(args[5]);
         List<TopicPartition> partitions = new ArrayList<>();
         try (KafkaConsumer<byte[], byte[]> meta = new KafkaConsumer<>(consumerProps(args[0]))) {
-            for (PartitionInfo p : meta.partitionsFor(args[2])) {
-                partitions.add(new TopicPartition(p.topic(), p.partition()));
+            for (String topic : topics) {
+                for (PartitionInfo p : meta.partitionsFor(topic)) {
+                    partitions.add(new TopicPartition(p.topic(), p.partition()));
+                }
             }
         }
         List<Thread> workers = new ArrayList<>();
@@ -119,7 +130,7 @@ public final class CopyLoop {
                 ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(200));
                 for (ConsumerRecord<byte[], byte[]> r : records) {
                     producer.send(
-                        new ProducerRecord<>(remote, r.partition(), r.timestamp(), r.key(), r.value(), r.headers()),
+                        new ProducerRecord<>(remotes.get(r.topic()), r.partition(), r.timestamp(), r.key(), r.value(), r.headers()),
                         (metadata, error) -> {
                             if (error != null) {
                                 failure.compareAndSet(null, error);

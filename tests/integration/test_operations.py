@@ -138,7 +138,8 @@ def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path,
         for (t, p), n in sent.items():
             assert parts[(t, p)]["source_end_offset"] == n and parts[(t, p)]["mirrored_offset"] == n, parts[(t, p)]
             assert parts[(t, p)]["lag_records"] == 0
-        assert [g["group"] for g in flow["groups"]] == [group], flow["groups"]
+        # The checkpoints topic is shared with other tests' groups: ours is there, on its one partition.
+        assert [g["partitions"] for g in flow["groups"] if g["group"] == group] == [1], flow["groups"]
         assert not errors, errors
     finally:
         mirror.request_stop()
@@ -156,5 +157,5 @@ def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path,
     assert (waiting["topic"], waiting["partition"], waiting["lag_records"]) == (f"{prefix}.b", 0, 25)
     assert 115 <= waiting["lag_seconds"] < 600, waiting
     lagging = run_cli("status", str(cfg), "--max-lag", "10", timeout_s=180)
-    assert lagging.returncode == 5, (lagging.stdout, lagging.stderr)
+    assert lagging.returncode == 8, (lagging.stdout, lagging.stderr)
     assert f"{prefix}.b" in lagging.stdout and "health: lagging" in lagging.stdout

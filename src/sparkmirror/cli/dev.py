@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from sparkmirror.devcluster.cluster import DEFAULT_BASE_PORT, DEFAULT_DIR
+from sparkmirror.devcluster.security import SECURITY_MODES
 
 
 def _aliases(value: str | None) -> list[str] | None:
@@ -34,13 +35,31 @@ def dev() -> None:
     help="First port; each cluster takes 10 from here on.",
 )
 @click.option("--dir", "directory", default=str(DEFAULT_DIR), show_default=True, type=click.Path(path_type=Path))
-def up(clusters: str, brokers: int, base_port: int, directory: Path) -> None:
-    """Start clusters and print ALIAS=bootstrap servers, one line each."""
-    from sparkmirror.devcluster.cluster import DevClusters
+@click.option(
+    "--security",
+    type=click.Choice(SECURITY_MODES),
+    default="plaintext",
+    show_default=True,
+    help="ssl: mutual TLS; sasl_ssl: SCRAM-SHA-512/256 and PLAIN over TLS. Both enforce ACLs.",
+)
+def up(clusters: str, brokers: int, base_port: int, directory: Path, security: str) -> None:
+    """Start clusters and print ALIAS=bootstrap servers, one line each.
 
-    result = DevClusters(directory).up(_aliases(clusters) or [], brokers=brokers, base_port=base_port)
+    Secured clusters also print the mm2.properties lines to reach them as the super user
+    ``mirror``; the passwords stay in <dir>/security/credentials.properties, referenced through
+    MM2's file config provider (``app`` is a user without any right).
+    """
+    from sparkmirror.devcluster.cluster import DevClusters
+    from sparkmirror.devcluster.security import mm2_lines
+
+    dev_clusters = DevClusters(directory)
+    result = dev_clusters.up(_aliases(clusters) or [], brokers=brokers, base_port=base_port, security=security)
     for alias, bootstrap in result.items():
         click.echo(f"{alias}={bootstrap}")
+    if security != "plaintext":
+        click.echo(f"# mm2.properties settings for these clusters (security={security}, user mirror):")
+        for line in mm2_lines(dev_clusters.security(), security, result):
+            click.echo(line)
 
 
 @dev.command()
@@ -70,4 +89,5 @@ def status(directory: Path) -> None:
         running = c.running_brokers()
         word = "running" if len(running) == len(c.brokers) else "stopped" if not running else "degraded"
         pids = ",".join(str(b.pid) for b in running) or "-"
-        click.echo(f"{alias}={c.bootstrap} {word} brokers={len(running)}/{len(c.brokers)} pids={pids}")
+        secured = "" if c.security == "plaintext" else f" security={c.security}"
+        click.echo(f"{alias}={c.bootstrap} {word} brokers={len(running)}/{len(c.brokers)} pids={pids}{secured}")

@@ -1,8 +1,8 @@
 """`sparkmirror status mm2.properties`: each flow's state, lag and checkpoints, read from the clusters.
 
 It works whether or not the mirror runs: the state comes from what the flow last wrote to its
-target, the lag from the source and the offset map. Exit codes: 0 healthy, 5 a partition lags
-beyond ``--max-lag`` / ``--max-lag-seconds``, 6 a flow failed, went silent or never reported;
+target, the lag from the source and the offset map. Exit codes: 0 healthy, 8 a partition lags
+beyond ``--max-lag`` / ``--max-lag-seconds``, 9 a flow failed, went silent or never reported;
 1 a cluster could not be read, 2 usage or configuration error.
 """
 
@@ -26,13 +26,13 @@ if TYPE_CHECKING:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the same facts as JSON.")
 @click.option(
-    "--max-lag", type=click.IntRange(min=0), default=None, help="Exit 5 when a partition lags by more records."
+    "--max-lag", type=click.IntRange(min=0), default=None, help="Exit 8 when a partition lags by more records."
 )
 @click.option(
     "--max-lag-seconds",
     type=click.FloatRange(min=0),
     default=None,
-    help="Exit 5 when a partition's oldest waiting record is older.",
+    help="Exit 8 when a partition's oldest waiting record is older.",
 )
 @click.option("--all-partitions", is_flag=True, help="List every partition (default: only those that lag).")
 def status(

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from sparkmirror.config.model import CLIENT_ROLES, ClusterConfig, FlowConfig, MirrorConfig, SparkSettings
 from sparkmirror.config.properties import parse_properties, read_properties_file
+from sparkmirror.config.providers import resolve_placeholders
 from sparkmirror.core.filters import compile_pattern_list
 from sparkmirror.core.policy import DEFAULT_POLICY_CLASS, policy_from_name
 from sparkmirror.errors import ConfigError
@@ -473,7 +474,8 @@ def load_config(
     """Load and validate a configuration.
 
     ``source`` is a path to an ``mm2.properties`` file, the text of one (a string containing a
-    newline or ``=``), or a mapping of already parsed properties. ``clusters`` is MM2's
+    newline or ``=``), or a mapping of already parsed properties; ``${provider:path:key}``
+    placeholders are resolved through ``config.providers`` (:mod:`.providers`). ``clusters`` is MM2's
     ``--clusters``: only flows whose target is listed are kept in :attr:`MirrorConfig.flows`.
     Raises :class:`ConfigError` naming the key at fault.
     """
@@ -488,4 +490,5 @@ def load_config(
             path = Path(text_or_path)
             props = read_properties_file(path)
             base_dir = path.absolute().parent
-    return _Loader(props, clusters, base_dir).load()
+    # As MM2 does (MirrorMakerConfig.transform): every value through config.providers first.
+    return _Loader(resolve_placeholders(props), clusters, base_dir).load()

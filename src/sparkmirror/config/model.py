@@ -48,9 +48,10 @@ ClientProps = Mapping[str, str | SecretStr]
 
 # A key is secret when it names a credential: passwords and passphrases, anything "secret",
 # JAAS configs (they embed passwords), Schema Registry's basic.auth.user.info, private keys
-# (ssl.keystore.key, *.private.key*), and tokens/credentials given inline.
+# (ssl.keystore.key, *.private.key*), cloud storage keys (fs.s3a.access.key, Azure's
+# fs.azure.account.key.<account>...), and tokens/credentials given inline.
 _SECRET_KEY = re.compile(
-    r"password|passphrase|secret|jaas\.config|user\.info|private\.key|(^|\.)key$|token$|credentials?$",
+    r"password|passphrase|secret|jaas\.config|user\.info|private\.key|account\.key|(^|\.)key$|token$|credentials?$",
     re.IGNORECASE,
 )
 
@@ -154,7 +155,7 @@ class SparkSettings(_Frozen):
     """How records are read from the source. ``direct``: Spark's Kafka source plans each micro-batch's
     offset ranges and the tasks read them with librdkafka (less CPU per record, docs/performance.md).
     ``spark``: the records go through Spark's Kafka source, Arrow and the Python worker (for source
-    settings only the Java client knows, such as JKS key stores)."""
+    settings only the Java client knows; JKS stores are converted for librdkafka, docs/security.md)."""
     progress_interval_seconds: int = Field(default=10, ge=1, alias="sparkmirror.progress.interval.seconds")
     """How often progress is logged (piped output) and each flow's status is written to its target, in
     seconds; metrics' lag is refreshed as often."""
@@ -236,6 +237,11 @@ class FlowConfig(_Frozen):
     """Whether topic configs are copied to remote topics."""
     sync_topic_configs_interval_seconds: int = Field(default=600, ge=1, alias="sync.topic.configs.interval.seconds")
     """How often topic configs are copied."""
+    sync_topic_acls_enabled: bool = Field(default=True, alias="sync.topic.acls.enabled")
+    """Whether topic ACLs of replicated topics are copied to the remote topics (MM2's rule:
+    ALLOW WRITE never, ALLOW ALL as READ; ACLs on the target are only added, never deleted)."""
+    sync_topic_acls_interval_seconds: int = Field(default=600, ge=1, alias="sync.topic.acls.interval.seconds")
+    """How often topic ACLs are copied."""
     config_properties_exclude: tuple[str, ...] = Field(
         default=DEFAULT_CONFIG_PROPERTIES_EXCLUDE, alias="config.properties.exclude"
     )

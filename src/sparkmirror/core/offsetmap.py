@@ -198,6 +198,10 @@ class PartitionMap:
         self.partition = partition
         self._segments: dict[int, Segment] = {}
         self._dirty = False
+        #: The segment with the highest downstream start, kept apart from the views (which an
+        #: extension of that segment makes dirty): the writer asks for it every micro-batch.
+        #: None means "not known", found again on demand.
+        self._last: Segment | None = None
         self._reset_views()
 
     def _reset_views(self) -> None:
@@ -221,6 +225,15 @@ class PartitionMap:
         """All segments, by upstream start."""
         return [self._segments[k] for k in sorted(self._segments)]
 
+    def last_written(self) -> Segment | None:
+        """The segment with the highest downstream start (the one the writer extends); None if empty.
+
+        Constant time while segments are added in write order, as the writer does: a micro-batch
+        asks it of every partition, and sorting a long history each time grew with its length."""
+        if self._last is None and self._segments:
+            self._last = max(self._segments.values(), key=lambda s: (s.downstream_start, -s.upstream_start))
+        return self._last
+
     def add(self, segment: Segment) -> Segment | None:
         """Hold ``segment``; one with the same ``upstream_start`` is replaced (returned)."""
         if (segment.topic, segment.partition) != (self.topic, self.partition):
@@ -229,12 +242,28 @@ class PartitionMap:
         if old == segment:
             return None
         self._segments[segment.upstream_start] = segment
+        last = self._last
+        if last is not None:
+            d, u = segment.downstream_start, segment.upstream_start
+            if d > last.downstream_start or (d == last.downstream_start and u == last.upstream_start):
+                self._last = segment  # written after the last one, or the last one extended
+            elif d == last.downstream_start or old is last:
+                self._last = None  # a tie, or the last one replaced by an earlier copy: found again on demand
         if (
             old is None
             and not self._dirty
             and (len(self._segments) == 1 or segment.downstream_start >= self._max_d_end)
         ):
             self._append(segment)
+        elif (
+            old is not None
+            and not self._dirty
+            and self._by_d
+            and self._by_d[-1] is old
+            and segment.downstream_start == old.downstream_start
+            and segment.count >= old.count
+        ):
+            self._extend_last(segment)
         else:
             self._dirty = True
         return old
@@ -244,6 +273,8 @@ class PartitionMap:
         old = self._segments.pop(upstream_start, None)
         if old is not None:
             self._dirty = True
+            if old is self._last:
+                self._last = None
         return old
 
     def prune(self, downstream_log_start: int) -> list[Segment]:
@@ -254,6 +285,7 @@ class PartitionMap:
             del self._segments[s.upstream_start]
         if removed:
             self._dirty = True
+            self._last = None
             log.info(
                 "%s[%d] pruned %d segments below downstream log start %d",
                 self.topic,
@@ -278,6 +310,17 @@ class PartitionMap:
         else:
             self._min_u_start = min(self._min_u_start, segment.upstream_start)
             self._min_d_start = min(self._min_d_start, segment.downstream_start)
+        self._max_u_end = max(self._max_u_end, segment.upstream_end)
+        self._max_d_end = max(self._max_d_end, segment.downstream_end)
+
+    def _extend_last(self, segment: Segment) -> None:
+        """Fold in the last-written segment grown by a batch (the writer's normal case in
+        at-least-once): painting it again over its shorter self is what a rebuild would do, at the
+        cost of one piece instead of the partition's whole history."""
+        self._paint(segment.upstream_start, segment.upstream_end, segment.downstream_start)
+        self._by_d[-1] = segment
+        prev = self._u_end_max[-2] if len(self._u_end_max) > 1 else 0
+        self._u_end_max[-1] = max(prev, segment.upstream_end)
         self._max_u_end = max(self._max_u_end, segment.upstream_end)
         self._max_d_end = max(self._max_d_end, segment.downstream_end)
 

@@ -34,11 +34,12 @@ LIVE_STATES = frozenset({"starting", "running", "restarting"})
 
 
 class StatusExit(IntEnum):
-    """``sparkmirror status`` exit codes (1 and 2 keep their meaning: runtime and config errors)."""
+    """``sparkmirror status`` exit codes (1 and 2 keep their meaning: runtime and config errors; the
+    numbers are not used by another command)."""
 
     HEALTHY = 0
-    LAGGING = 5
-    DOWN = 6
+    LAGGING = 8
+    DOWN = 9
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkmirror.artifacts import kafka_broker_artifacts
+from sparkmirror.devcluster.security import SecurityMaterial, check_mode
 from sparkmirror.errors import DevClusterError
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,8 @@ class ClusterState:
     cluster_id: str
     directory: str
     brokers: list[BrokerState] = field(default_factory=list)
+    #: plaintext, ssl or sasl_ssl (devcluster/security.py).
+    security: str = "plaintext"
 
     @property
     def bootstrap(self) -> str:
@@ -145,16 +149,22 @@ class DevClusters:
         brokers: int = 1,
         base_port: int = DEFAULT_BASE_PORT,
         timeout_s: float = 90.0,
+        security: str = "plaintext",
     ) -> dict[str, str]:
         """Start the named clusters (those already running are left alone).
 
-        Returns ``{alias: bootstrap servers}`` once every cluster answers a
-        metadata request with all its brokers.
+        ``security``: ``plaintext``, ``ssl`` (mutual TLS) or ``sasl_ssl`` (SCRAM and PLAIN over
+        TLS), with ACLs enforced (:mod:`sparkmirror.devcluster.security`; :meth:`security` gives
+        the CA, stores and passwords). Returns ``{alias: bootstrap servers}`` once every cluster
+        answers a metadata request with all its brokers.
         """
+        security = check_mode(security)
         if not 1 <= brokers <= MAX_BROKERS:
             raise DevClusterError(f"--brokers must be between 1 and {MAX_BROKERS}, got {brokers}")
         jars = kafka_broker_artifacts().jars()
         state = self._load()
+        if security == "sasl_ssl" or any(state[a].security == "sasl_ssl" for a in aliases if a in state):
+            self._token_endpoint()  # before the brokers: they fetch its keys at start
         used_slots = {_slot(c, base_port) for c in state.values()}
         started: list[str] = []
         for alias in aliases:
@@ -165,7 +175,7 @@ class DevClusters:
             if existing is None:
                 slot = next(i for i in range(100) if i not in used_slots)
                 used_slots.add(slot)
-                existing = self._new_cluster(alias, brokers, base_port + slot * PORTS_PER_CLUSTER)
+                existing = self._new_cluster(alias, brokers, base_port + slot * PORTS_PER_CLUSTER, security)
             for broker in existing.brokers:
                 broker.pid = self._start_broker(existing, broker, jars)
             state[alias] = existing
@@ -175,13 +185,49 @@ class DevClusters:
             self._wait_ready(state[alias], timeout_s)
         return {a: state[a].bootstrap for a in aliases}
 
-    def _new_cluster(self, alias: str, brokers: int, first_port: int) -> ClusterState:
+    def security(self) -> SecurityMaterial:
+        """The CA, stores and passwords of this directory's secured clusters (made on first use)."""
+        return SecurityMaterial.ensure(self.directory)
+
+    def _token_endpoint(self) -> None:
+        """The dev OAuth token endpoint (devcluster/oauth.py), started once for the directory."""
+        material = self.security()
+        pid_file, ready = material.directory / "oauth.pid", material.directory / "oauth.ready"
+        if pid_file.exists() and _pid_alive(int(pid_file.read_text())) and ready.exists():
+            return
+        if not material.oauth_port_file.exists():
+            material.oauth_port_file.write_text(str(_free_port()))
+        ready.unlink(missing_ok=True)
+        out = open(material.directory / "oauth.log", "ab")  # noqa: SIM115 - handed to the child
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sparkmirror.devcluster.oauth", str(material.directory),
+             material.oauth_port_file.read_text().strip()],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        out.close()
+        pid_file.write_text(str(proc.pid))
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise DevClusterError(f"the dev token endpoint did not start; see {material.directory / 'oauth.log'}")
+            time.sleep(0.1)
+
+    def _stop_token_endpoint(self) -> None:
+        pid_file = self.directory / "security" / "oauth.pid"
+        if pid_file.exists():
+            pid = int(pid_file.read_text())
+            if _pid_alive(pid):
+                _signal_group(pid, signal.SIGTERM)
+            pid_file.unlink(missing_ok=True)
+            (self.directory / "security" / "oauth.ready").unlink(missing_ok=True)
+
+    def _new_cluster(self, alias: str, brokers: int, first_port: int, security: str = "plaintext") -> ClusterState:
         cdir = self.directory / alias
         if cdir.exists():
             shutil.rmtree(cdir)
         cdir.mkdir(parents=True)
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        cluster = ClusterState(alias=alias, cluster_id=cluster_id, directory=str(cdir))
+        cluster = ClusterState(alias=alias, cluster_id=cluster_id, directory=str(cdir), security=security)
         for i in range(brokers):
             port = first_port + 2 * i
             for p in (port, port + 1):
@@ -231,9 +277,13 @@ class DevClusters:
             "num.io.threads": 4,
             "log.cleaner.backoff.ms": 1000,
         }
+        if cluster.security != "plaintext":
+            props.update(self.security().broker_properties(cluster.security, broker.port, broker.controller_port))
         text = "".join(f"{k}={v}\n" for k, v in props.items())
         Path(broker.log_dir).mkdir(parents=True, exist_ok=True)
-        (Path(broker.log_dir) / "server.properties").write_text(text)
+        path = Path(broker.log_dir) / "server.properties"
+        path.touch(mode=0o600)  # a secured broker's holds passwords
+        path.write_text(text)
 
     def _java(self, cluster: ClusterState, broker: BrokerState, jars: Iterable[Path], main: str) -> list[str]:
         java = shutil.which("java")
@@ -249,6 +299,7 @@ class DevClusters:
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={broker.log_dir}",
             f"-Dlog4j2.configurationFile={Path(cluster.directory) / 'log4j2.properties'}",
+            *(self.security().jvm_options() if cluster.security == "sasl_ssl" else []),
             "-cp",
             classpath,
             main,
@@ -264,7 +315,19 @@ class DevClusters:
             str(Path(broker.log_dir) / "server.properties"),
             "--ignore-formatted",
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        argfile = Path(broker.log_dir) / "format.args"
+        if cluster.security == "sasl_ssl":
+            # SCRAM users hold passwords: the arguments go through a Java argument file (0600),
+            # never onto the command line (ps).
+            main_at = cmd.index("kafka.tools.StorageTool")
+            args = cmd[main_at:] + self.security().format_arguments()
+            argfile.touch(mode=0o600)
+            argfile.write_text("\n".join(f'"{a}"' for a in args) + "\n")
+            cmd = [*cmd[:main_at], f"@{argfile}"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        finally:
+            argfile.unlink(missing_ok=True)
         if proc.returncode != 0:
             raise DevClusterError(
                 f"formatting broker {broker.node_id} of cluster {cluster.alias} failed:\n"
@@ -295,6 +358,8 @@ class DevClusters:
             "bootstrap.servers": cluster.bootstrap,
             "log_level": 0,
         }
+        if cluster.security != "plaintext":
+            conf.update(self.security().librdkafka_settings(cluster.security))
         admin = new_admin(conf)
         last_error: str = ""
         while time.monotonic() < deadline:
@@ -392,6 +457,8 @@ class DevClusters:
                 del state[alias]
             log.info("stopped cluster %s", alias)
         self._save(state)
+        if not any(c.running_brokers() for c in state.values()):
+            self._stop_token_endpoint()
         return names
 
 
@@ -404,6 +471,17 @@ def _signal_group(pid: int, sig: int) -> None:
 
 def _slot(cluster: ClusterState, base_port: int) -> int:
     return (cluster.brokers[0].port - base_port) // PORTS_PER_CLUSTER if cluster.brokers else -1
+
+
+def _free_port() -> int:
+    """A free port on 127.0.0.1 below the ephemeral range (32768+)."""
+    import random
+
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        if not _port_in_use(port):
+            return port
+    raise DevClusterError("no free port on 127.0.0.1 for the dev token endpoint")
 
 
 def _port_in_use(port: int) -> bool:

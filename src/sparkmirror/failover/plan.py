@@ -28,6 +28,7 @@ from sparkmirror.core.failover import (
 from sparkmirror.core.naming import is_own_group
 from sparkmirror.core.offsetmap import OffsetMap
 from sparkmirror.errors import ConfigError
+from sparkmirror.kafka.access import denied, principal
 from sparkmirror.kafka.flowclients import ClusterClients
 from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.inspect import count_records, partition_bounds
@@ -65,6 +66,18 @@ class Cluster(ClusterClients):
         try:
             self.admin.list_topics(timeout=timeout_s)
         except Exception as exc:  # noqa: BLE001 - an unreachable cluster is an expected case here
+            refused = self.authentication_failure()
+            if refused is not None:
+                # Wrong credentials are not a cluster that is down: planning from the other side
+                # alone would be a mistake.
+                raise denied(
+                    "authentication",
+                    refused,
+                    flow=None,
+                    cluster=self.alias,
+                    who=principal(self.admin_config),
+                    operation="describe the cluster",
+                ) from None
             log.warning("cluster %s does not answer: %s", self.alias, str(exc).splitlines()[0][:200])
             return False
         return True

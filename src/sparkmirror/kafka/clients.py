@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 
 from sparkmirror.errors import ConfigError
+from sparkmirror.kafka.stores import STORE_KEYS, store_settings
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,6 @@ _JVM_ONLY = frozenset(
         "sasl.client.callback.handler.class",
         "sasl.login.callback.handler.class",
         "sasl.login.class",
-        "ssl.truststore.type",
-        "ssl.keystore.type",
         "ssl.protocol",
         "auto.include.jmx.reporter",
         "enable.metrics.push",
@@ -58,8 +57,6 @@ _JVM_ONLY = frozenset(
         "max.block.ms",
         "metadata.max.idle.ms",
         "ssl.enabled.protocols",
-        "ssl.keystore.certificate.chain",
-        "ssl.truststore.certificates",
         "transaction.timeout.ms",  # the exactly-once writer sets its own
         # Java consumer tuning for Spark's source; librdkafka has no such key or other values.
         "max.poll.records",
@@ -75,7 +72,8 @@ _RENAMED = {
     "fetch.max.wait.ms": "fetch.wait.max.ms",
 }
 
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_JAAS_OPTION = re.compile(r'([\w.]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+_JAAS_ESCAPE = re.compile(r"\\(.)")
 
 #: What "no data loss" means for the writer's producer (DESIGN.md).
 PRODUCER_SAFETY = {
@@ -103,33 +101,47 @@ def librdkafka_config(java_props: Mapping[str, object], *, role: str) -> dict[st
     out: dict[str, str] = {}
     props = {k: _plain(v) for k, v in java_props.items()}
     for key, value in props.items():
-        if key in _JVM_ONLY or key.startswith("sasl.login.") or key.startswith("metrics."):
+        if key in _JVM_ONLY or key in STORE_KEYS or key.startswith(("sasl.login.", "metrics.")):
             continue
+        if key.startswith("sasl.oauthbearer.") and key not in _OAUTHBEARER_KEYS:
+            continue  # the JVM's token validation and retrieval settings; librdkafka has its own
         if key == "sasl.jaas.config":
             out.update(_jaas_to_librdkafka(value, role=role))
             continue
-        if key == "ssl.truststore.location":
-            if props.get("ssl.truststore.type", "JKS").upper() != "PEM":
-                raise ConfigError(
-                    f"{role}: ssl.truststore.location must point to a PEM file for the writer "
-                    "(set ssl.truststore.type=PEM); JKS trust stores are readable only by the JVM",
-                    key="ssl.truststore.location",
-                )
-            out["ssl.ca.location"] = value
+        if key == "ssl.endpoint.identification.algorithm":
+            out[key] = _endpoint_identification(value, role=role)
             continue
-        if key == "ssl.truststore.password":
-            continue  # PEM trust stores carry no password
-        if key == "ssl.keystore.location" and props.get("ssl.keystore.type", "JKS").upper() not in (
-            "PKCS12",
-            "PEM",
-        ):
-            raise ConfigError(
-                f"{role}: ssl.keystore.location must be a PKCS12 or PEM key store for the writer "
-                "(set ssl.keystore.type)",
-                key="ssl.keystore.location",
-            )
+        if key in _OAUTHBEARER_KEYS:
+            out[_OAUTHBEARER_KEYS[key]] = value
+            continue
         out[_RENAMED.get(key, key)] = value
+    # JKS, PKCS12 and inline PEM stores become PEM files librdkafka reads (kafka/stores.py).
+    out.update(store_settings(props, role=role))
+    if "sasl.oauthbearer.client.id" in out:
+        out.setdefault("sasl.oauthbearer.method", "oidc")
     return out
+
+
+#: Java's OAUTHBEARER client keys librdkafka knows, by librdkafka's name.
+_OAUTHBEARER_KEYS = {
+    "sasl.oauthbearer.token.endpoint.url": "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.scope": "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.client.credentials.client.id": "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret": "sasl.oauthbearer.client.secret",
+}
+
+
+def _endpoint_identification(value: str, *, role: str) -> str:
+    """Java's ``""`` (off) or ``https`` as librdkafka's ``none`` / ``https``."""
+    v = value.strip().lower()
+    if v in ("", "none"):
+        return "none"
+    if v == "https":
+        return "https"
+    raise ConfigError(
+        f"{role}: ssl.endpoint.identification.algorithm: expected https or an empty value, got {value!r}",
+        key="ssl.endpoint.identification.algorithm",
+    )
 
 
 def _plain(value: object) -> str:
@@ -137,15 +149,38 @@ def _plain(value: object) -> str:
     return str(getter() if getter else value)
 
 
+def jaas_options(jaas: str) -> dict[str, str]:
+    """The options of a JAAS line (``name="value"`` or ``name=word``), quotes and escapes undone."""
+    options: dict[str, str] = {}
+    for m in _JAAS_OPTION.finditer(jaas):
+        name, quoted, word = m.group(1), m.group(2), m.group(3)
+        options[name] = _JAAS_ESCAPE.sub(r"\1", quoted) if quoted is not None else word
+    return options
+
+
 def _jaas_to_librdkafka(jaas: str, *, role: str) -> dict[str, str]:
-    """librdkafka has no JAAS; lift username and password out of the login module."""
+    """librdkafka has no JAAS; lift the credentials out of the login module."""
+    options = jaas_options(jaas)
     if "PlainLoginModule" in jaas or "ScramLoginModule" in jaas:
-        options = dict(_JAAS_OPTION.findall(jaas))
         if "username" in options and "password" in options:
             return {"sasl.username": options["username"], "sasl.password": options["password"]}
+    elif "OAuthBearerLoginModule" in jaas:
+        out = {}
+        for java, rdkafka in (
+            ("clientId", "sasl.oauthbearer.client.id"),
+            ("clientSecret", "sasl.oauthbearer.client.secret"),
+            ("scope", "sasl.oauthbearer.scope"),
+        ):
+            if java in options:
+                out[rdkafka] = options[java]
+        if "sasl.oauthbearer.client.id" in out and "sasl.oauthbearer.client.secret" in out:
+            return out
+        if options.get("unsecuredLoginStringClaim_sub"):
+            return {"enable.sasl.oauthbearer.unsecure.jwt": "true"}
     raise ConfigError(
         f"{role}: sasl.jaas.config must use PlainLoginModule or ScramLoginModule with username and "
-        "password (the only login modules the writer can use)",
+        "password, or OAuthBearerLoginModule with clientId and clientSecret (the login modules "
+        "librdkafka can stand in for)",
         key="sasl.jaas.config",
     )
 
@@ -212,7 +247,11 @@ def validate_librdkafka(conf: Mapping[str, str], *, role: str, key_hint: str) ->
 def admin_config(java_props: Mapping[str, object]) -> dict[str, str]:
     conf = librdkafka_config(java_props, role="admin")
     # Producer/consumer tuning keys mean nothing to an admin client.
-    return {k: v for k, v in conf.items() if k in _ADMIN_KEYS or k.startswith(("ssl.", "sasl.", "security."))}
+    return {
+        k: v
+        for k, v in conf.items()
+        if k in _ADMIN_KEYS or k.startswith(("ssl.", "sasl.", "security.", "https.", "enable.sasl."))
+    }
 
 
 _ADMIN_KEYS = frozenset(

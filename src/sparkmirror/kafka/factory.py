@@ -60,7 +60,10 @@ Setting = str | int | float | bool
 
 
 def _with_log(conf: Mapping[str, Setting]) -> dict[str, object]:
-    return {**conf, "logger": _LOG}
+    # librdkafka's level 6 (notice) lines are about its own housekeeping; one of them, printed
+    # straight to stderr while a client is destroyed, reports log lines still queued for the
+    # logger. Up to warnings unless the settings ask for more (``log_level``, ``debug``).
+    return {"log_level": "4", **conf, "logger": _LOG}
 
 
 def new_producer(conf: Mapping[str, Setting]) -> Producer:

@@ -20,9 +20,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from sparkmirror.config.model import ClusterConfig, FlowConfig, reveal
+from sparkmirror.kafka.access import AUTHENTICATION_CODES
 from sparkmirror.kafka.clients import admin_config, librdkafka_config, producer_config, validate_librdkafka
 
 if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
 
 #: Options Spark's Kafka source manages itself and refuses from users.
@@ -39,11 +41,17 @@ SPARK_MANAGED = frozenset(
 
 
 class _Admins:
-    """Admin clients made on first use, once (they hold connections and a thread each)."""
+    """Admin clients made on first use, once (they hold connections and a thread each).
+
+    Each remembers the last authentication failure librdkafka reported for it (``error_cb``): a
+    refused password shows up as nothing but timed-out requests otherwise.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._made: dict[str, AdminClient] = {}
+        #: admin name -> what librdkafka said when the cluster refused to authenticate it.
+        self.authentication_failures: dict[str, str] = {}
 
     def get(self, name: str, conf: dict[str, str]) -> AdminClient:
         with self._lock:
@@ -51,8 +59,18 @@ class _Admins:
             if admin is None:
                 from sparkmirror.kafka.factory import new_admin
 
-                admin = self._made[name] = new_admin(dict(conf))
+                def on_error(err: KafkaError) -> None:
+                    if err.name() in AUTHENTICATION_CODES:
+                        self.authentication_failures[name] = err.str()
+
+                admin = self._made[name] = new_admin({**conf, "error_cb": on_error})  # type: ignore[dict-item]
             return admin
+
+    def poll(self) -> None:
+        with self._lock:
+            made = list(self._made.values())
+        for admin in made:
+            admin.poll(0)
 
     def close(self) -> None:
         """Let go of the admin clients (the last reference: librdkafka destroys them now)."""
@@ -88,6 +106,11 @@ class ClusterClients:
         """Have librdkafka check the consumer and admin settings now (a refused one exits 2)."""
         validate_librdkafka(self.consumer, role=f"cluster {self.alias} consumer", key_hint=f"{self.alias}.consumer")
         validate_librdkafka(self.admin_config, role=f"cluster {self.alias} admin", key_hint=f"{self.alias}.admin")
+
+    def authentication_failure(self) -> str | None:
+        """What librdkafka said when this cluster refused to authenticate the admin client; None if not."""
+        self._admins.poll()
+        return self._admins.authentication_failures.get("admin")
 
     def close(self) -> None:
         self._admins.close()
@@ -178,6 +201,13 @@ class FlowClients:
             (flow.target_consumer_props(reveal_secrets=True), "target consumer", f"{flow.target}.consumer"),
         ):
             validate_librdkafka(librdkafka_config(props, role=role), role=f"flow={flow.name} {role}", key_hint=hint)
+
+    def authentication_failure(self) -> tuple[str, str] | None:
+        """``("source" | "target", what librdkafka said)`` when a cluster refused to authenticate an
+        admin client of this flow; None otherwise."""
+        self._admins.poll()  # librdkafka hands errors to error_cb only when polled
+        failures = self._admins.authentication_failures
+        return next(((side, failures[side]) for side in ("source", "target") if side in failures), None)
 
     def close(self) -> None:
         """Let go of the admin clients, when the flow's work is over (made again if asked for)."""

@@ -8,6 +8,11 @@ broker failover. A mirror must survive both. A consumer with the group's id
 that never subscribes reads (``committed``) and writes (``commit``) the same
 offsets through the code path that handles those errors, and never joins the
 group. Seen and traced with gdb here; see docs/decisions.md.
+
+This costs a client per group: for one group at a time (failover, translate,
+the exactly-once progress) and for the groups the batch reader could not read.
+The checkpoint emitter reads all groups at once through
+:mod:`sparkmirror.kafka.groupreader`.
 """
 
 from __future__ import annotations

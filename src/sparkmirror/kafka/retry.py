@@ -18,15 +18,22 @@ T = TypeVar("T")
 
 
 def retry_kafka(call: Callable[[], T], *, what: str, attempts: int = 10, max_delay_s: float = 5.0) -> T:
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaError, KafkaException
 
+    # A consumer's synchronous commit reports these as not retriable, yet they pass once the group's
+    # coordinator has loaded or moved (seen: NOT_COORDINATOR on the first commit to a fresh cluster).
+    coordinator_moving = {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+    }
     delay = 0.2
     for attempt in range(attempts):
         try:
             return call()
         except KafkaException as exc:
             err = exc.args[0]
-            if not err.retriable() or attempt == attempts - 1:
+            if not (err.retriable() or err.code() in coordinator_moving) or attempt == attempts - 1:
                 raise
             log.debug("%s: %s; retrying in %.1fs", what, err.str(), delay)
             time.sleep(delay)

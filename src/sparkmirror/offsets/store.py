@@ -107,9 +107,8 @@ class OffsetMapStore:
         with self._lock:
             for topic, partition in self.map.partitions():
                 pm = self.map.partition(topic, partition)
-                segs = pm.segments() if pm is not None else []
-                if segs:
-                    last = max(segs, key=lambda s: s.downstream_start)
+                last = pm.last_written() if pm is not None else None
+                if last is not None:
                     out[(topic, partition)] = (last.upstream_start, last.downstream_start, last.count)
         return out
 
@@ -148,12 +147,11 @@ class OffsetMapStore:
             with self._lock:
                 for (topic, partition), start in log_starts.items():
                     pm = self.map.partition(topic, partition)
-                    segs = pm.segments() if pm is not None else []
-                    if not segs:
+                    tail = pm.last_written() if pm is not None else None
+                    if tail is None:
                         continue
                     # Never the last segment: a batch may be extending it
                     # under the same key right now.
-                    tail = max(segs, key=lambda s: s.downstream_start)
                     removed += self.map.prune(topic, partition, min(start, tail.downstream_start))
             if not removed:
                 return 0

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.formats import Checkpoint
+from sparkmirror.kafka.access import denied, principal
 from sparkmirror.kafka.clients import validate_librdkafka
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import committed_offsets
@@ -57,6 +58,7 @@ def source_positions(
     try:
         return committed_offsets({**conf, "log_level": "3"}, group, partitions, timeout_s=timeout_s)
     except Exception as exc:  # noqa: BLE001 - an unreachable source is an expected case here
+        _raise_if_refused(clients)
         log.warning(
             "flow=%s source cluster %s did not answer (%s); using checkpoints on %s",
             flow.name,
@@ -65,6 +67,21 @@ def source_positions(
             flow.target,
         )
         return None
+
+
+def _raise_if_refused(clients: FlowClients) -> None:
+    """Wrong credentials are not a source that is down: say so instead of using checkpoints."""
+    try:
+        clients.source_admin.list_topics(timeout=2)
+    except Exception:  # noqa: BLE001 - only the authentication report matters here
+        pass
+    found = clients.authentication_failure()
+    if found is not None and found[0] == "source":
+        flow = clients.flow
+        raise denied(
+            "authentication", found[1], flow=flow.name, cluster=flow.source,
+            who=principal(clients.source_admin_config), operation="read the group's committed offsets",
+        )  # fmt: skip
 
 
 def checkpointed_positions(

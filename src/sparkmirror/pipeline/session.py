@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import sys
 import tempfile
 import zipfile
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparkmirror.artifacts import installed_pyspark_version, spark_kafka_artifacts
+from sparkmirror.config.model import is_secret_key
+from sparkmirror.kafka.stores import private_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -96,8 +99,15 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmi
             f"{java_opts} -Dlog4j2.configurationFile=file:{_log4j2(level)}".strip()
         )
     builder = SparkSession.builder.appName(app_name).master(master)
-    for k, v in settings.items():
+    public, secret = split_secret_settings(settings)
+    for k, v in public.items():
         builder = builder.config(k, v)
+    if secret:
+        # PySpark hands every builder setting to spark-submit as `--conf k=v` (visible in `ps`);
+        # secrets (cloud storage keys, ...) go through a 0600 properties file instead.
+        path = _write_properties(secret)
+        rest = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {shlex.quote(str(path))} {rest}"
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(level)
     _quiet_expected_warnings(spark)
@@ -105,6 +115,30 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmi
         spark.sparkContext.addPyFile(str(_package_zip()))
     log.info("Spark %s session on %s", spark.version, master)
     return spark
+
+
+def split_secret_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(settings safe on a command line, secret settings): a key that names a credential
+    (``config.model.is_secret_key``: ``...secret.key``, ``...access.key``, ``...password``) is secret."""
+    public = {k: v for k, v in settings.items() if not is_secret_key(k)}
+    return public, {k: v for k, v in settings.items() if is_secret_key(k)}
+
+
+def _write_properties(settings: Mapping[str, str]) -> Path:
+    """A spark-submit properties file in the process's private directory (0700; the file 0600)."""
+    path = private_dir() / "spark-secrets.conf"
+    text = "".join(f"{_escape(k)}={_escape(v)}\n" for k, v in settings.items())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
+
+
+def _escape(text: str) -> str:
+    """java.util.Properties escaping (backslash first), so any value reads back as it was."""
+    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    out = out.replace("=", "\\=").replace(":", "\\:").replace("#", "\\#").replace("!", "\\!")
+    return ("\\" + out) if out.startswith(" ") else out
 
 
 #: Spark loggers whose warnings describe how sparkmirror is meant to run. ProcessingTimeExecutor warns

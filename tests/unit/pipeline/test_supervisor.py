@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from sparkmirror.kafka.access import AccessDenied, classify, denied
 from sparkmirror.pipeline.driver import supervisor as sup
 from sparkmirror.pipeline.driver.flow import CONFIG_SYNC, REFRESH
 from sparkmirror.pipeline.driver.scheduler import Scheduler
@@ -54,6 +55,12 @@ class StandInFlow:
     def finish(self) -> None:
         self.finished = True
 
+    def access_denied(self, text: str, *, query: bool = False) -> AccessDenied | None:
+        found = classify(text)
+        if found is None:
+            return None
+        return denied(*found, flow="A->B", cluster="A" if query else "B", who="User:app", operation="op")
+
 
 def _ended(flow: StandInFlow, error: BaseException | None) -> sup.FlowSupervisor:
     s = sup.FlowSupervisor(flow)  # type: ignore[arg-type]
@@ -66,6 +73,31 @@ def test_a_terminal_error_stops_the_flow_with_its_own_sentence() -> None:
     s = _ended(flow, RuntimeError(f"Py4JJavaError ... {TERMINAL_MARKER} flow=A->B t[0] offset=7: refused\n at ..."))
     with pytest.raises(FlowFailed, match=r"^flow=A->B t\[0\] offset=7: refused$"):
         s.poll()
+
+
+def test_an_access_failure_of_the_query_stops_the_flow_at_once() -> None:
+    text = (
+        "Py4JJavaError ...\norg.apache.kafka.common.errors.TopicAuthorizationException: "
+        "Not authorized to access topics: [t]\n"
+    )
+    s = _ended(StandInFlow(), RuntimeError(text))
+    with pytest.raises(AccessDenied, match=r"cluster A refused User:app: not authorized to op") as err:
+        s.poll()
+    assert err.value.exit_code == 1 and s.failures == 0
+
+
+def test_an_authentication_failure_while_starting_stops_the_flow_with_exit_2() -> None:
+    flow = StandInFlow()
+
+    def refused() -> None:
+        raise RuntimeError("KafkaError{code=SASL_AUTHENTICATION_FAILED,val=58,str=...}")
+
+    flow.start = refused  # type: ignore[method-assign]
+    s = sup.FlowSupervisor(flow)  # type: ignore[arg-type]
+    s._restart_at = 0.0
+    with pytest.raises(AccessDenied, match="cluster B refused authentication as User:app") as err:
+        s.poll()
+    assert err.value.exit_code == 2
 
 
 def test_an_executor_environment_error_stops_the_flow() -> None:

@@ -23,6 +23,8 @@ from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.naming import lease_group, offset_map_topic, progress_group, topic_ids_group
 from sparkmirror.core.status import State
 from sparkmirror.errors import SparkMirrorError
+from sparkmirror.kafka.access import AccessDenied, classify, denied, principal
+from sparkmirror.kafka.acls import AclSync
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets
 from sparkmirror.kafka.lease import FlowLease, LeaseHeld
@@ -61,6 +63,7 @@ log = logging.getLogger(__name__)
 
 #: Chore names (the supervisor postpones some of them after a failure).
 REFRESH, CHECKPOINTS, GROUP_SYNC, CONFIG_SYNC = "topic refresh", "checkpoints", "group sync", "topic config sync"
+ACL_SYNC = "topic ACL sync"
 STATUS = "status"
 
 
@@ -91,7 +94,19 @@ def take_lease(clients: FlowClients) -> FlowLease:
     Its group's member owns the offset-map topic's partition, so that topic is made first.
     """
     flow = clients.flow
-    OffsetMapStore(clients).ensure_topic()
+    try:
+        OffsetMapStore(clients).ensure_topic()
+    except Exception as exc:
+        found = classify(str(exc))
+        if found is None:
+            raise
+        raise denied(
+            *found,
+            flow=flow.name,
+            cluster=flow.target,
+            who=principal(clients.target_admin_config),
+            operation="create the internal topics",
+        ) from None
     lease = FlowLease(
         clients.target_consumer,
         flow=flow.name,
@@ -128,6 +143,7 @@ class Flow:
         self.progress = FlowProgress(flow.name)
         self.clients = clients = FlowClients(flow)
         self.topics = TopicSync(clients)
+        self.acls = AclSync(clients)
         self.store = OffsetMapStore(clients)
         self.syncs = OffsetSyncWriter(clients)
         self.checkpoints = CheckpointEmitter(
@@ -155,6 +171,8 @@ class Flow:
         self.batches.metrics = self.metrics
         self.status = StatusReporter(clients, flow.spark.progress_interval_seconds, self.metrics)
         self.scheduler = Scheduler()
+        #: (source or target, operation): what the flow does now (named when a cluster refuses it).
+        self.step: tuple[str, str] = ("source", "start")
         self.query: StreamingQuery | None = None
         #: The query ended without error (``--once``), or stopped on request.
         self.finished = False
@@ -173,24 +191,37 @@ class Flow:
         """Prepare the target and start the query; called again on every restart."""
         flow = self.flow
         if not self._prepared:
+            self._step("source", "describe the cluster")
+            self._check_authentication("source")
+            self._step("target", "describe the cluster")
+            self._check_authentication("target")
             check_checkpoint_identity(self.clients)
+            self._step("target", "create the internal topics")
             self.target.internal_topics()
             self.status.ensure_topic()
             if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
+                self._step("target", "read the checkpoints topic")
                 self.checkpoints.restore()
             self._prepared = True
         self._hold_lease()  # before the fencing: a second instance must not fence the first
+        self._step("source", "list and describe the source topics")
         topics = self.topics.source_topics()
         if flow.exactly_once:
+            self._step("target", "fence the transactional producers")
             self.target.fence(self.batches.plan, topics)
             # Producers cached in the executors are fenced now: make them new.
             self.batches.plan = dataclasses.replace(self.batches.plan, producer_generation=uuid.uuid4().hex)
             self.batches.writers = {}
         # (Re)load on every start: a failed batch may have committed segments (exactly-once) that
         # never reached this process.
+        self._step("target", "read the offset map topic")
         self.store.load()
+        self._step("target", "create or alter the remote topics")
         self.target.remote_topics(topics, configs=flow.sync_topic_configs_enabled)
         self.check_topic_ids(topics)  # recorded on the remote topics: after they exist
+        if self.once and flow.sync_topic_acls_enabled:
+            self.acls.sync()  # --once schedules no chores: the ACLs are copied once, here
+        self._step("source", "read the source topics")
         self._start_query(topics)
         self._schedule()
         self.report("running")
@@ -264,6 +295,49 @@ class Flow:
         if self.lease is None:
             self.lease = take_lease(self.clients)
 
+    # -- access ---------------------------------------------------------------
+    def _step(self, side: str, operation: str) -> None:
+        """What the flow is doing now, on which cluster: named if that cluster refuses it."""
+        self.step = (side, operation)
+
+    def _check_authentication(self, side: str) -> None:
+        """Fail at once, in one line, when a cluster refuses our credentials (librdkafka would
+        otherwise only time out, and the supervisor would retry for ever)."""
+        admin = self.clients.source_admin if side == "source" else self.clients.target_admin
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                admin.list_topics(timeout=2)
+                return
+            except Exception:  # noqa: BLE001 - unreachable is handled by the caller's retry; refused is not
+                denied = self.access_denied("")
+                if denied is not None:
+                    raise denied from None
+                if time.monotonic() >= deadline:
+                    raise
+
+    def access_denied(self, text: str, *, query: bool = False) -> AccessDenied | None:
+        """The error that stops this flow when ``text`` (or an admin client's report) says a cluster
+        refused its principal or an operation; None for any other failure. ``query``: the text is
+        the Spark query's error (Spark's Kafka source reads the source)."""
+        side, operation = ("source", "read the source topics") if query else self.step
+        found = self.clients.authentication_failure()
+        if found is not None:
+            side, detail = found
+            kind = "authentication"
+        else:
+            classified = classify(text)
+            if classified is None:
+                return None
+            kind, detail = classified
+        flow, clients = self.flow, self.clients
+        alias, conf = (
+            (flow.source, clients.source_admin_config)
+            if side == "source"
+            else (flow.target, clients.target_admin_config)
+        )
+        return denied(kind, detail, flow=flow.name, cluster=alias, who=principal(conf), operation=operation)
+
     def _schedule(self) -> None:
         """The chores, added on the first start; a restart moves only the topic refresh and config sync
         one interval on (checkpoints and group sync keep their turn, as a crash loop must not multiply
@@ -281,6 +355,9 @@ class Flow:
             s.every(GROUP_SYNC, flow.sync_group_offsets_interval_seconds, self._sync_groups, now=True, when=running)
         if flow.sync_topic_configs_enabled:
             s.every(CONFIG_SYNC, flow.sync_topic_configs_interval_seconds, self._sync_configs, when=running)
+        if flow.sync_topic_acls_enabled:
+            # After the remote topics exist (MM2 runs it at start, then every interval).
+            s.every(ACL_SYNC, flow.sync_topic_acls_interval_seconds, self.acls.sync, now=True)
         s.every(STATUS, flow.spark.progress_interval_seconds, self._report_running, when=running)
 
     def _report_running(self) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from sparkmirror.config.model import MirrorConfig
 from sparkmirror.errors import ConfigError
 from sparkmirror.heartbeats.emitter import HeartbeatEmitter
+from sparkmirror.kafka.access import AccessDenied
 from sparkmirror.kafka.flowclients import ClusterClients, FlowClients
 from sparkmirror.kafka.lease import FlowLease
 from sparkmirror.pipeline.driver.flow import Flow, take_lease
@@ -172,7 +173,7 @@ class Mirror:
         flow = supervisor.flow
         try:
             step()
-        except (FlowFailed, ConfigError) as exc:
+        except (FlowFailed, ConfigError, AccessDenied) as exc:
             if self.config.spark.stop_on_flow_failure:
                 raise
             flow.failure = exc

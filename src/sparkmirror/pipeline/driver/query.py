@@ -50,6 +50,9 @@ def start_query(
 ) -> StreamingQuery:
     """Start the flow's query over ``topics``; Spark calls ``on_batch`` for every micro-batch."""
     flow = clients.flow
+    token_url = flow.source_consumer_props().get("sasl.oauthbearer.token.endpoint.url")
+    if token_url:
+        allow_oauth_url(spark, token_url)
     reader = spark.readStream.format("kafka")
     for k, v in clients.spark_source_options().items():
         reader = reader.option(k, v)
@@ -79,6 +82,23 @@ def start_query(
     else:
         writer = writer.trigger(processingTime=f"{flow.spark.trigger_interval_ms} milliseconds")
     return writer.start()
+
+
+#: Kafka 4's JVM clients fetch tokens only from URLs this system property lists.
+OAUTH_ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
+
+
+def allow_oauth_url(spark: SparkSession, url: str) -> None:
+    """Let the Spark JVM's Kafka clients reach the configured token endpoint, as an MM2 operator
+    does with ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls`` (the URL comes from the file).
+    The driver's JVM only: on a Spark cluster, set it in ``spark.executor.extraJavaOptions``."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    system = jvm.java.lang.System
+    current = [u for u in str(system.getProperty(OAUTH_ALLOWED_URLS) or "").split(",") if u]
+    if url not in current:
+        system.setProperty(OAUTH_ALLOWED_URLS, ",".join([*current, url]))
+        log.info("flow token endpoint %s added to %s in the Spark JVM", url, OAUTH_ALLOWED_URLS)
 
 
 def check_checkpoint_identity(clients: FlowClients) -> None:

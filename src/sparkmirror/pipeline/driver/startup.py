@@ -4,8 +4,9 @@ A cluster that is down at start is a normal event (both sites restart after a po
 mirror's host comes up first): the run waits with back-off and says, at each attempt, which
 cluster it waits for, at which address, for which flows, and for how long so far. It gives up only
 after ``sparkmirror.startup.timeout.ms`` (default: never). Every failure to answer is waited for
-(a cluster's DNS name or its authentication back end may come up late too), and every attempt's
-line names the error, so a bad setting is visible at once: it must never wait in silence.
+(a cluster's DNS name may come up late too), and every attempt's line names the error, so a bad
+setting is visible at once: it must never wait in silence. A cluster that refuses the credentials
+stops the run at once (:class:`AccessDenied`, exit 2): waiting cannot fix it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.errors import SparkMirrorError
+from sparkmirror.kafka.access import AUTHENTICATION_CODES, AccessDenied, classify, denied, principal
 from sparkmirror.kafka.factory import new_admin
 from sparkmirror.kafka.flowclients import FlowClients
 
@@ -58,9 +60,25 @@ def _clusters(flows: Sequence[FlowConfig]) -> list[_Cluster]:
 
 
 def describe(admin_config: dict[str, str], timeout_s: float = ATTEMPT_TIMEOUT_S) -> str:
-    """The cluster id, once the cluster answers; raises the client's error otherwise."""
-    admin = new_admin(admin_config)
-    return str(admin.describe_cluster(request_timeout=timeout_s).result(timeout=timeout_s + 5).cluster_id)
+    """The cluster id, once the cluster answers; raises the client's error otherwise, and
+    :class:`AccessDenied` when the cluster refuses the credentials (waiting cannot fix that)."""
+    from confluent_kafka import KafkaError
+
+    refused: list[str] = []
+
+    def on_error(err: KafkaError) -> None:
+        if err.name() in AUTHENTICATION_CODES:
+            refused.append(err.str())
+
+    admin = new_admin({**admin_config, "error_cb": on_error})  # type: ignore[dict-item]
+    try:
+        return str(admin.describe_cluster(request_timeout=timeout_s).result(timeout=timeout_s + 5).cluster_id)
+    except Exception as exc:
+        admin.poll(0)  # librdkafka hands errors to error_cb only when polled
+        found = classify(str(exc)) or (("authentication", refused[0]) if refused else None)
+        if found is not None:
+            raise AccessDenied(f"{found[0]}: {found[1]}", authentication=found[0] == "authentication") from None
+        raise
 
 
 def wait_for_clusters(
@@ -84,6 +102,16 @@ def wait_for_clusters(
         for cluster in pending:
             try:
                 probe(cluster.admin_config)
+            except AccessDenied as exc:
+                kind = "authentication" if exc.authentication else "authorization"
+                raise denied(
+                    kind,
+                    str(exc).split(": ", 1)[-1],
+                    flow=None,
+                    cluster=cluster.alias,
+                    who=principal(cluster.admin_config),
+                    operation="describe the cluster",
+                ) from None
             except Exception as exc:  # noqa: BLE001 - any failure to answer is waited for, and said
                 still.append(cluster)
                 cluster_error = _first_line(exc)

@@ -1,7 +1,8 @@
 """Supervises one flow: starts it, restarts it with back-off after a failure, stops it.
 
 A failure is retried unless retrying cannot fix it: a record the target refuses for good (the
-sink's terminal error), an executor environment that cannot run the job (a missing module, code
+sink's terminal error), a cluster that refuses our principal or an operation (AccessDenied, one
+line naming cluster, principal and operation), an executor environment that cannot run the job (a missing module, code
 that cannot be shipped), a configuration error. ``--once`` gives up after a few failures in a
 row. A cluster that cannot be reached is not a reason to stop: a failed start is tried again after
 a back-off (1 s doubling to 60 s), and while the query runs a failed chore makes the topic refresh
@@ -15,6 +16,7 @@ import re
 import time
 
 from sparkmirror.errors import ConfigError
+from sparkmirror.kafka.access import AccessDenied
 from sparkmirror.pipeline.driver.flow import CONFIG_SYNC, REFRESH, Flow
 from sparkmirror.pipeline.exceptions import (
     SOURCE_LOSS_PREFIX,
@@ -50,16 +52,19 @@ class FlowSupervisor:
         check) is tried again after the back-off, as a failed restart is."""
         try:
             self._start_once()
-        except (FlowFailed, ConfigError) as exc:
+        except (FlowFailed, ConfigError, AccessDenied) as exc:
             self.flow.report("failed", str(exc))
             raise
 
     def _start_once(self) -> None:
         try:
             self.flow.start()
-        except (FlowFailed, ConfigError):
+        except (FlowFailed, ConfigError, AccessDenied):
             raise
         except Exception as exc:  # noqa: BLE001 - transient by assumption; logged each time
+            denied = self.flow.access_denied(str(exc))
+            if denied is not None:
+                raise denied from None
             delay = self._failed()
             error = f"{type(exc).__name__}: {first_line(str(exc))}"
             self.flow.report("restarting", error)
@@ -74,16 +79,19 @@ class FlowSupervisor:
         """Called periodically from the main thread; raises FlowFailed (or ConfigError) only."""
         try:
             self._poll_once()
-        except (FlowFailed, ConfigError) as exc:
+        except (FlowFailed, ConfigError, AccessDenied) as exc:
             self.flow.report("failed", str(exc))
             raise
 
     def _poll_once(self) -> None:
         try:
             self._poll()
-        except (FlowFailed, ConfigError):
+        except (FlowFailed, ConfigError, AccessDenied):
             raise
         except Exception as exc:  # noqa: BLE001 - transient by assumption; logged each time
+            denied = self.flow.access_denied(str(exc))
+            if denied is not None:
+                raise denied from None
             delay = self._failed()
             error = f"{type(exc).__name__}: {first_line(str(exc))}"
             self.flow.report("restarting" if self.flow.query is None else "running", error)
@@ -129,6 +137,9 @@ class FlowSupervisor:
             if terminal.startswith(TOPIC_RECREATED_PREFIX):
                 raise TopicRecreatedError(terminal.removeprefix(TOPIC_RECREATED_PREFIX).strip())
             raise FlowFailed(terminal)
+        denied = flow.access_denied(text, query=True)
+        if denied is not None:
+            raise denied
         broken = _ENVIRONMENT_ERRORS.search(text)
         if broken is not None:
             raise FlowFailed(f"flow={flow.flow.name} cannot run: {broken.group(1)}: {broken.group(2).strip()}")

@@ -1,0 +1,727 @@
+"""The scale scenario of issue 16: many topics and partitions, many consumer groups.
+
+``bench/run.py --scenario scale`` runs this instead of the one-topic benchmark.
+On two fresh local clusters:
+
+- ``--scale-topics`` (200) topics of ``--scale-partitions`` (5) partitions on A
+  hold ``--records`` records of ``--size`` bytes; the first ``--scale-hot`` (4)
+  topics are hot: they hold half of the records, the others share the rest.
+  Keys are ``b"%012d" % seq`` per topic, written to partition ``seq % P``, so a
+  record's offset on A is ``seq // P`` and B can be checked record by record.
+- ``--scale-groups`` (1,000) consumer groups are committed on A, each at
+  random positions on 1 to 3 partitions of one random topic.
+
+Then for each system (``--systems``), on the same brokers and data, with B
+emptied before each (its remote topics created with ``LogAppendTime``):
+
+1. **Throughput**: records/s from the first to the last append on B; CPU and
+   peak RSS of the system's process tree; records lost (B read back with
+   read_committed, key by key).
+2. **Checkpoint freshness** (mm2, sparkmirror): with the system running and
+   the data mirrored, every group commits a new position on A; the time from
+   each group's commit to the checkpoint on B that carries it
+   (``A.checkpoints.internal``, the record's timestamp), p50/p99/max, and the
+   groups whose checkpoint did not come within the wait.
+3. **Re-reads after failover** for every group: each group's last checkpoint
+   on B (what Kafka's ``RemoteClusterUtils.translateOffsets`` returns) against
+   the records on B: records at or after the translated offset that the group
+   had already read on A are re-reads; records it had not read that lie before
+   it are skipped.
+
+4. **Latency** (``--latency-seconds``, 0 to skip), after every system's other
+   phases (the load it appends to A would be copied by the next throughput
+   run): B emptied, the system started and caught up with A, then a paced
+   producer offers ``--rate`` records/s round robin over every partition
+   (``--warmup-seconds`` of it not measured);
+   latency = append time on B - the record's timestamp on A, p50/p99/max.
+
+The limit loop (``bench/jvm/CopyLoop.java``) copies every topic in one JVM.
+Results: ``bench/results/<date>-scale.json``; a summary per system is logged.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import datetime as dt
+import json
+import logging
+import random
+import statistics
+import sys
+import time
+from array import array
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic, OffsetSpec
+
+import replicators as rep
+import workload as wl
+from sparkmirror.core.formats import Checkpoint
+
+log = logging.getLogger("bench.scale")
+
+PREFIX = "scale-"
+CHECKPOINTS = f"{rep.SOURCE}.checkpoints.internal"
+
+
+@dataclass(frozen=True)
+class Scale:
+    topics: int
+    partitions: int
+    hot: int
+    groups: int
+    #: Seconds to wait for the checkpoints of re-committed groups, beyond the checkpoint interval.
+    freshness_wait_s: int = 120
+
+    def names(self) -> list[str]:
+        return [f"{PREFIX}{i:03d}" for i in range(self.topics)]
+
+    def records_per_topic(self, records: int) -> dict[str, int]:
+        """Half of the records in the hot topics, the other half spread over the rest."""
+        names = self.names()
+        hot = names[: self.hot] if self.hot < len(names) else names
+        cold = names[len(hot) :]
+        out = dict.fromkeys(names, 0)
+        hot_total = records // 2 if cold else records
+        for i, t in enumerate(hot):
+            out[t] = hot_total // len(hot) + (1 if i < hot_total % len(hot) else 0)
+        rest = records - hot_total
+        for i, t in enumerate(cold):
+            out[t] = rest // len(cold) + (1 if i < rest % len(cold) else 0)
+        return out
+
+
+# -- topics on a cluster, many at once ------------------------------------------
+
+
+def create_topics(bootstrap: str, topics: dict[str, int], config: dict[str, str] | None = None) -> None:
+    """Create many topics in one request; retry those whose deletion has not finished; wait for their metadata."""
+    client = wl.admin(bootstrap)
+    pending = dict(topics)
+    deadline = time.monotonic() + 300
+    while pending:
+        futures = client.create_topics(
+            [NewTopic(t, n, 1, config=config or {}) for t, n in pending.items()], operation_timeout=120
+        )
+        for name, fut in futures.items():
+            try:
+                fut.result()
+                del pending[name]
+            except KafkaException as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc) or time.monotonic() > deadline:
+                    raise
+        if pending:
+            time.sleep(1)
+    # The topics answer once every partition has a leader in the metadata (a watermark request on a
+    # partition not yet known fails with "Local: Unknown partition").
+    while True:
+        md = client.list_topics(timeout=30).topics
+        missing = [
+            t
+            for t, n in topics.items()
+            if t not in md
+            or md[t].error is not None
+            or len(md[t].partitions) < n
+            or any(p.leader < 0 for p in md[t].partitions.values())
+        ]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(missing)} topics without leaders after creation, e.g. {missing[:3]}")
+        time.sleep(0.5)
+
+
+def end_offsets(bootstrap: str, topics: dict[str, int]) -> dict[tuple[str, int], int]:
+    """High watermarks of every partition of ``topics`` in one admin request (retried while leaders settle)."""
+    client = wl.admin(bootstrap)
+    request = {TopicPartition(t, p): OffsetSpec.latest() for t, n in topics.items() for p in range(n)}
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            futures = client.list_offsets(request, request_timeout=60)
+            return {(tp.topic, tp.partition): fut.result().offset for tp, fut in futures.items()}
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+# -- the data --------------------------------------------------------------------
+
+
+def load(bootstrap: str, per_topic: dict[str, int], partitions: int, size: int, seed: int) -> None:
+    rnd = random.Random(seed)
+    errors: list[Any] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    producer: Producer = wl._producer(bootstrap)
+    value = rnd.randbytes(size)
+    n = 0
+    for topic, count in per_topic.items():
+        for seq in range(count):
+            wl._produce(
+                producer,
+                topic,
+                key=b"%012d" % seq,
+                value=value,
+                partition=seq % partitions,
+                headers=wl.HEADERS,
+                on_delivery=on_delivery,
+            )
+            n += 1
+            if n % 10_000 == 0:
+                producer.poll(0)
+    producer.flush(300)
+    if errors:
+        raise RuntimeError(f"loading: {len(errors)} records failed, first: {errors[0]}")
+
+
+Positions = dict[str, dict[tuple[str, int], int]]
+
+
+def choose_positions(
+    rnd: random.Random, scale: Scale, ends: dict[tuple[str, int], int], earlier: Positions | None = None
+) -> Positions:
+    """Each group on 1-3 partitions of one topic, at a random position (past its earlier one, if any)."""
+    out: Positions = {}
+    names = scale.names()
+    for i in range(scale.groups):
+        group = f"bench-group-{i:05d}"
+        if earlier is not None:
+            # Strictly past the earlier position (which lies below the end), so each group moves.
+            out[group] = {tp: rnd.randrange(o + 1, ends[tp] + 1) for tp, o in earlier[group].items()}
+            continue
+        topic = rnd.choice(names)
+        parts = [p for p in range(scale.partitions) if ends[(topic, p)] >= 2]
+        chosen = rnd.sample(parts, k=min(len(parts), rnd.randint(1, 3)))
+        out[group] = {(topic, p): rnd.randrange(1, ends[(topic, p)]) for p in chosen}
+    return out
+
+
+def commit_groups(bootstrap: str, positions: Positions) -> dict[str, float]:
+    """Commit every group's positions on A (8 at a time); returns each group's commit time (epoch s)."""
+    from sparkmirror.kafka.groups import commit_offsets
+
+    def one(item: tuple[str, dict[tuple[str, int], int]]) -> tuple[str, float]:
+        group, offsets = item
+        commit_offsets({"bootstrap.servers": bootstrap, "log_level": "3"}, group, offsets)
+        return group, time.time()
+
+    with ThreadPoolExecutor(8) as pool:
+        return dict(pool.map(one, positions.items()))
+
+
+@dataclass
+class Found:
+    """Every remote partition on B read back with read_committed."""
+
+    records: int = 0
+    distinct: int = 0
+    first_append_ms: int | None = None
+    last_append_ms: int | None = None
+    not_append_time: int = 0
+    #: (remote topic, partition) -> downstream offsets and the source sequence number at each.
+    offsets: dict[tuple[str, int], array[int]] = field(default_factory=dict)
+    seqs: dict[tuple[str, int], array[int]] = field(default_factory=dict)
+    #: Records of the latency load, and their latency (B's append time - A's timestamp), in ms.
+    latency_records: int = 0
+    latencies_ms: array[int] = field(default_factory=lambda: array("q"))
+
+
+def scan(bootstrap: str, topics: dict[str, int], *, latency_from: int = 0, timeout_s: float = 900) -> Found:
+    ends = end_offsets(bootstrap, topics)
+    todo = {tp for tp, end in ends.items() if end > 0}
+    out = Found(
+        offsets={tp: array("q") for tp in ends},
+        seqs={tp: array("q") for tp in ends},
+    )
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-scan",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+            "log_level": 3,
+        }
+    )
+    seen: set[tuple[str, int]] = set()
+    c.assign([TopicPartition(t, p, 0) for t, p in todo])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while todo:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading B back: {len(todo)} partitions not at their end")
+            for m in c.consume(10_000, 1.0):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        todo.discard((m.topic() or "", m.partition() or 0))
+                        continue
+                    raise KafkaException(err)
+                topic, p, key = m.topic() or "", m.partition() or 0, m.key() or b""
+                ts_type, ts = m.timestamp()
+                if key[:1] == b"L":  # the latency load: B's append time - the source timestamp in the value
+                    if int(key[1:]) < latency_from:
+                        continue  # an earlier system's load
+                    out.latency_records += 1
+                    out.latencies_ms.append(ts - wl._TS.unpack_from(m.value() or bytes(8))[0])
+                    continue
+                seq = int(key)
+                out.offsets[(topic, p)].append(m.offset() or 0)
+                out.seqs[(topic, p)].append(seq)
+                out.records += 1
+                if (topic, seq) not in seen:
+                    seen.add((topic, seq))
+                    out.distinct += 1
+                if ts_type != wl.TIMESTAMP_LOG_APPEND_TIME:
+                    out.not_append_time += 1
+                out.first_append_ms = ts if out.first_append_ms is None else min(out.first_append_ms, ts)
+                out.last_append_ms = ts if out.last_append_ms is None else max(out.last_append_ms, ts)
+    finally:
+        c.close()
+    return out
+
+
+def read_checkpoints(bootstrap: str) -> list[tuple[Checkpoint, int]]:
+    """Every checkpoint record on B with its timestamp (ms), oldest first; empty when there is no topic."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-checkpoints",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+            "log_level": 3,
+        }
+    )
+    out: list[tuple[Checkpoint, int]] = []
+    try:
+        md = c.list_topics(CHECKPOINTS, timeout=10).topics.get(CHECKPOINTS)
+        if md is None or md.error is not None:
+            return out
+        todo = set(md.partitions)
+        c.assign([TopicPartition(CHECKPOINTS, p, 0) for p in todo])
+        deadline = time.monotonic() + 120
+        while todo and time.monotonic() < deadline:
+            for m in c.consume(10_000, 1.0):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        todo.discard(m.partition() or 0)
+                    continue
+                if m.key() is None or m.value() is None:
+                    continue
+                out.append((Checkpoint.decode(m.key(), m.value()), m.timestamp()[1]))
+    finally:
+        c.close()
+    return out
+
+
+def failover(
+    found: Found, positions: Positions, checkpoints: Iterable[tuple[Checkpoint, int]], partitions: int
+) -> dict[str, int]:
+    """Re-reads and skips of every group resuming on B at its last checkpoint."""
+    last: dict[tuple[str, str, int], Checkpoint] = {}
+    for cp, _ts in checkpoints:
+        last[(cp.group, cp.topic, cp.partition)] = cp
+    reread = skipped = untranslated = 0
+    for group, offsets in positions.items():
+        for (topic, p), position in offsets.items():
+            remote = rep.remote(topic)
+            cp = last.get((group, remote, p))
+            if cp is None or cp.upstream_offset != position:
+                untranslated += 1
+                continue
+            offs, seqs = found.offsets.get((remote, p), array("q")), found.seqs.get((remote, p), array("q"))
+            idx = bisect.bisect_left(offs, cp.downstream_offset)
+            reread += sum(1 for s in seqs[idx:] if s // partitions < position)
+            skipped += sum(1 for s in seqs[:idx] if s // partitions >= position)
+    return {"reread": reread, "skipped": skipped, "group_partitions_without_checkpoint": untranslated}
+
+
+def freshness(bootstrap: str, committed_at: dict[str, float], positions: Positions, wait_s: float) -> dict[str, Any]:
+    """Wait for each group's checkpoints at its new positions; commit time to checkpoint time, in s."""
+    wanted = {(g, rep.remote(t), p): o for g, offs in positions.items() for (t, p), o in offs.items()}
+    keys_of: dict[str, list[tuple[str, str, int]]] = {}
+    for key in wanted:
+        keys_of.setdefault(key[0], []).append(key)
+    arrived: dict[str, float] = {}
+    deadline = time.monotonic() + wait_s
+    while True:
+        seen: dict[tuple[str, str, int], int] = {}
+        for cp, ts in read_checkpoints(bootstrap):
+            key = (cp.group, cp.topic, cp.partition)
+            if wanted.get(key) == cp.upstream_offset and key not in seen:
+                seen[key] = ts
+        for g in positions:
+            keys = keys_of.get(g, []) if g not in arrived else []
+            if keys and all(k in seen for k in keys):
+                arrived[g] = max(seen[k] for k in keys) / 1000
+        if len(arrived) == len(positions) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    delays = sorted(max(0.0, arrived[g] - committed_at[g]) for g in arrived)
+    out: dict[str, Any] = {"groups": len(positions), "arrived": len(arrived), "missing": len(positions) - len(arrived)}
+    if delays:
+        out.update(
+            p50_s=round(_pct(delays, 50), 2),
+            p99_s=round(_pct(delays, 99), 2),
+            max_s=round(delays[-1], 2),
+            mean_s=round(statistics.fmean(delays), 2),
+        )
+    return out
+
+
+def _timed(fn: Any) -> float:
+    t0 = time.monotonic()
+    fn()
+    return time.monotonic() - t0
+
+
+def _await_checkpoints(bootstrap: str, positions: Positions, *, timeout_s: float, quiet_s: float = 30) -> int:
+    """Wait until every group has a checkpoint at its position, or the time is up, or ``quiet_s``
+    passed without one more (MM2 never checkpoints some groups); how many have."""
+    wanted = {(g, rep.remote(t), p, o) for g, offs in positions.items() for (t, p), o in offs.items()}
+    deadline = time.monotonic() + timeout_s
+    last, since = -1, time.monotonic()
+    while True:
+        have = {(cp.group, cp.topic, cp.partition, cp.upstream_offset) for cp, _ts in read_checkpoints(bootstrap)}
+        done = {g for g, _t, _p, _o in wanted} - {g for g, t, p, o in wanted if (g, t, p, o) not in have}
+        if len(done) != last:
+            last, since = len(done), time.monotonic()
+        if len(done) == len(positions) or time.monotonic() > deadline or (done and time.monotonic() - since > quiet_s):
+            return len(done)
+        time.sleep(2)
+
+
+def _pct(values: list[float], q: float) -> float:
+    rank = max(1, min(len(values), round(q / 100 * len(values) + 0.5)))
+    return values[rank - 1]
+
+
+def offer(
+    bootstrap: str, topics: list[str], partitions: int, size: int, *, first_seq: int, rate: float, seconds: float
+) -> int:
+    """Produce ``rate`` records/s for ``seconds`` round robin over every partition of every topic.
+
+    Keys ``b"L%011d"``; the value starts with the record's timestamp (ms), as in the default
+    scenario's latency load. Records go out late when the machine starves the loop, never early.
+    """
+    errors: list[Any] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    producer = wl._producer(bootstrap)
+    targets = [(t, p) for p in range(partitions) for t in topics]
+    filler = bytes(max(size - 8, 0))
+    total = int(rate * seconds)
+    start = time.monotonic()
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.monotonic() - start) * rate) + 1)
+        while sent < due:
+            topic, p = targets[sent % len(targets)]
+            ts = int(time.time() * 1000)
+            wl._produce(
+                producer,
+                topic,
+                key=b"L%011d" % (first_seq + sent),
+                value=wl._TS.pack(ts) + filler,
+                partition=p,
+                timestamp=ts,
+                headers=wl.HEADERS,
+                on_delivery=on_delivery,
+            )
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.001)
+    producer.flush(120)
+    if errors:
+        raise RuntimeError(f"offering load: {len(errors)} records failed, first: {errors[0]}")
+    return sent
+
+
+def measure_latency(
+    run_mod: Any,
+    system: rep.Replicator,
+    run_dir: Path,
+    boots: dict[str, str],
+    topics: dict[str, int],
+    s: Any,
+) -> dict[str, Any]:
+    """B emptied, the system started and caught up with A, then the paced load; latency of each record.
+
+    Run after every system's other phases: the load it appends to A would otherwise be copied
+    (and counted) by the next system's throughput run.
+    """
+    b = boots["B"]
+    remotes = {rep.remote(t): n for t, n in topics.items()}
+    wl.delete_topics(b)
+    wl.delete_groups(b)
+    create_topics(b, remotes, run_mod.APPEND_TIME)
+    spec = ",".join(topics) if system.name == "limit" else f"{PREFIX}.*"
+    # A fresh start (sparkmirror: a new Spark checkpoint; it would resume where its last run stopped).
+    run_dir = run_dir / "latency"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tree = run_mod.Tree(system.command(run_dir, spec, count=None), run_dir, "latency")
+    try:
+        on_a = sum(end_offsets(boots["A"], topics).values())
+        last, since = -1, time.monotonic()
+        while True:  # caught up: B holds at least what A holds, and stopped growing
+            have = sum(end_offsets(b, remotes).values())
+            if have != last:
+                last, since = have, time.monotonic()
+            if have >= on_a and time.monotonic() - since > 2:
+                break
+            if not tree.running() or time.monotonic() - since > s.stall_timeout_s:
+                raise RuntimeError(f"{system.name} did not catch up with A ({have} of {on_a}):\n{tree.tail()}")
+            time.sleep(1)
+        return latency(boots, topics, s.size, s.rate, s.latency_seconds, s.stall_timeout_s, s.warmup_seconds)
+    finally:
+        stats = tree.stop()
+        log.info(
+            "%s latency phase: cpu %.1fs, peak rss %s MB",
+            system.name,
+            stats.get("cpu_s") or 0,
+            stats.get("peak_rss_mb"),
+        )
+
+
+def latency(
+    boots: dict[str, str],
+    topics: dict[str, int],
+    size: int,
+    rate: float,
+    seconds: float,
+    stall_s: float,
+    warmup_s: float = 5,
+) -> dict[str, Any]:
+    """Offer the latency load to A while the system runs; latency of each record on B."""
+    remotes = {rep.remote(t): n for t, n in topics.items()}
+    before = sum(end_offsets(boots["B"], remotes).values())
+    # Keys past every record on A: the records of earlier systems' loads are told apart.
+    start = sum(end_offsets(boots["A"], topics).values())
+    partitions = next(iter(topics.values()))
+    # A warm-up at the same rate, not measured: the system's first batches after catching up are not.
+    warm = offer(boots["A"], list(topics), partitions, size, first_seq=start, rate=rate, seconds=warmup_s)
+    first_seq = start + warm
+    offered = offer(boots["A"], list(topics), partitions, size, first_seq=first_seq, rate=rate, seconds=seconds)
+    offered += warm
+    # Every offered record on B (high watermarks count transaction markers too: the read-back decides).
+    last, since = -1, time.monotonic()
+    while True:
+        have = sum(end_offsets(boots["B"], remotes).values()) - before
+        if have != last:
+            last, since = have, time.monotonic()
+        if have >= offered and time.monotonic() - since > 2:
+            break
+        if time.monotonic() - since > stall_s:
+            break
+        time.sleep(1)
+    found = scan(boots["B"], remotes, latency_from=first_seq)
+    lat = sorted(found.latencies_ms)
+    out: dict[str, Any] = {
+        "offered": offered - warm,
+        "warmup_records": warm,
+        "rate": rate,
+        "seconds": seconds,
+        "on_target": found.latency_records,
+    }
+    if lat:
+        out.update(p50_ms=_pct(lat, 50), p99_ms=_pct(lat, 99), max_ms=lat[-1], mean_ms=round(statistics.fmean(lat), 1))
+    return out
+
+
+# -- one system ------------------------------------------------------------------
+
+
+def measure(
+    run_mod: Any,
+    system: rep.Replicator,
+    run_dir: Path,
+    boots: dict[str, str],
+    scale: Scale,
+    per_topic: dict[str, int],
+    positions: Positions,
+    seed: int,
+    common: rep.Common,
+    stall_s: float,
+) -> dict[str, Any]:
+    a, b = boots["A"], boots["B"]
+    topics = dict.fromkeys(per_topic, scale.partitions)
+    remotes = {rep.remote(t): scale.partitions for t in topics}
+    total = sum(per_topic.values())
+    wl.delete_topics(b)
+    wl.delete_groups(b)
+    create_topics(b, remotes, run_mod.APPEND_TIME)
+    spec = ",".join(topics) if system.name == "limit" else f"{PREFIX}.*"
+    commit_groups(a, positions)  # every system starts from the groups' first positions
+    result: dict[str, Any] = {"ok": True, "failures": []}
+    Tree = run_mod.Tree
+    tree = Tree(system.command(run_dir, spec, count=total), run_dir, "throughput")
+    if system.exits_when_done:
+        stats = tree.wait(timeout_s=max(1800.0, total / 200))
+    else:
+        # MM2: until B holds every record, then the checkpoint phases in the same process.
+        stats = None
+        last, since = -1, time.monotonic()
+        while True:
+            have = sum(end_offsets(b, remotes).values())
+            if have != last:
+                last, since = have, time.monotonic()
+            if have >= total or not tree.running() or time.monotonic() - since > stall_s:
+                break
+            time.sleep(1)
+    found = scan(b, remotes)
+    result.update(
+        on_target=found.records,
+        distinct=found.distinct,
+        duplicates=found.records - found.distinct,
+        lost=total - found.distinct,
+        not_append_time=found.not_append_time,
+    )
+    first, last_ms = found.first_append_ms, found.last_append_ms
+    if first is not None and last_ms is not None and last_ms > first and result["lost"] == 0:
+        result.update(
+            transfer_s=round((last_ms - first) / 1000, 3),
+            records_per_s=round(total / ((last_ms - first) / 1000), 1),
+        )
+    if system.translates:
+        if system.exits_when_done:
+            # sparkmirror: a running mirror for the checkpoint phases.
+            tree = Tree(system.command(run_dir, spec, count=None), run_dir, "checkpoints")
+        # Running and checkpointing (not still starting): a probe group new to it is checkpointed.
+        probe = {f"bench-probe-{system.name}": {(next(iter(topics)), 0): 1}}
+        commit_groups(a, probe)
+        result["start_to_first_checkpoint_s"] = round(
+            _timed(lambda: _await_checkpoints(b, probe, timeout_s=300, quiet_s=300)), 1
+        )
+        # Its passes over the groups: every group checkpointed at its first position.
+        initial = _await_checkpoints(b, positions, timeout_s=240)
+        result["groups_checkpointed_before_moving"] = initial
+        # The same moves for every system (its own generator, the same seed).
+        moved = choose_positions(random.Random(seed), scale, end_offsets(a, topics), earlier=positions)
+        committed_at = commit_groups(a, moved)
+        result["checkpoint_freshness"] = freshness(
+            b, committed_at, moved, common.checkpoint_interval_s + scale.freshness_wait_s
+        )
+        result["failover"] = failover(found, moved, read_checkpoints(b), scale.partitions)
+        stats_cp = tree.stop()
+        result["checkpoint_phase_peak_rss_mb"] = stats_cp.get("peak_rss_mb")
+        if stats is None:
+            stats = stats_cp
+    assert stats is not None
+    result.update(
+        cpu_s_total=stats.get("cpu_s"), peak_rss_mb=stats.get("peak_rss_mb"), exit_code=stats.get("exit_code")
+    )
+    if result["lost"]:
+        result["failures"].append(f"lost {result['lost']} records")
+    if result["not_append_time"]:
+        result["failures"].append(f"{result['not_append_time']} records on B without LogAppendTime")
+    result["ok"] = not result["failures"]
+    return result
+
+
+def main(run_mod: Any, s: Any, scale: Scale, workdir: Path, boots: dict[str, str], jvm: rep.Jvm) -> Path:
+    a = boots["A"]
+    per_topic = scale.records_per_topic(s.records)
+    topics = dict.fromkeys(per_topic, scale.partitions)
+    t0 = time.monotonic()
+    create_topics(a, topics)
+    load(a, per_topic, scale.partitions, s.size, s.seed)
+    ends = end_offsets(a, topics)
+    rnd = random.Random(s.seed)
+    positions = choose_positions(rnd, scale, ends)
+    commit_groups(a, positions)
+    log.info(
+        "scale: %d topics x %d partitions, %d records (%d hot topics), %d groups, loaded in %.1fs",
+        scale.topics,
+        scale.partitions,
+        s.records,
+        scale.hot,
+        scale.groups,
+        time.monotonic() - t0,
+    )
+    common = rep.Common(
+        bootstraps=boots,
+        partitions=scale.partitions,
+        linger_ms=s.linger_ms,
+        batch_size=s.batch_size,
+        compression=s.compression,
+        tasks_max=s.tasks_max,
+        limit_threads=s.limit_threads,
+        mm2_extra=run_mod._props(s.mm2_props),
+        sparkmirror_extra=run_mod._props(s.sparkmirror_props),
+        sparkmirror_debug=s.sparkmirror_debug,
+    )
+    systems = [r for r in rep.all_replicators(common, jvm) if r.name in s.systems]
+    results: dict[str, list[dict[str, Any]]] = {r.name: [] for r in systems}
+    for run in range(1, s.runs + 1):
+        for system in systems:
+            run_dir = workdir / f"scale-run{run}-{system.name}"
+            run_dir.mkdir(parents=True)
+            log.info("scale run %d/%d: %s", run, s.runs, system.name)
+            try:
+                r = measure(
+                    run_mod,
+                    system,
+                    run_dir,
+                    boots,
+                    scale,
+                    per_topic,
+                    positions,
+                    s.seed + 1,
+                    common,
+                    s.stall_timeout_s,
+                )
+            except Exception as exc:  # noqa: BLE001 - one system's failure must not end the benchmark
+                log.exception("%s failed", system.name)
+                r = {"ok": False, "failures": [f"{type(exc).__name__}: {exc}"[:2000]]}
+            finally:
+                run_mod.Tree.stop_all()
+            results[system.name].append(r)
+            log.info("scale run %d %s: %s", run, system.name, json.dumps(r))
+    if s.latency_seconds > 0:
+        for run in range(1, s.runs + 1):
+            for system in systems:
+                run_dir = workdir / f"scale-run{run}-{system.name}"
+                log.info("scale run %d/%d: %s latency", run, s.runs, system.name)
+                target = results[system.name][run - 1]
+                try:
+                    target["latency"] = measure_latency(run_mod, system, run_dir, boots, topics, s)
+                except Exception as exc:  # noqa: BLE001 - reported with the run
+                    log.exception("%s latency failed", system.name)
+                    target.setdefault("failures", []).append(f"latency: {type(exc).__name__}: {exc}"[:2000])
+                    target["ok"] = False
+                finally:
+                    run_mod.Tree.stop_all()
+                log.info("scale run %d %s latency: %s", run, system.name, json.dumps(target.get("latency")))
+    out = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": "bench/run.py " + " ".join(sys.argv[1:]),
+        "scenario": "scale",
+        "scale": dataclasses.asdict(scale),
+        "settings": {k: v for k, v in dataclasses.asdict(s).items() if k not in ("base_port", "keep")},
+        "records_per_topic": {"hot": per_topic[scale.names()[0]], "cold": per_topic[scale.names()[-1]]},
+        "machine": run_mod.machine(),
+        "versions": run_mod.versions(jvm),
+        "sparkmirror_code": run_mod.source_state(),
+        "checkpoint_interval_s": common.checkpoint_interval_s,
+        "systems": results,
+    }
+    run_mod.RESULTS.mkdir(exist_ok=True)
+    path = run_mod.RESULTS / f"{dt.date.today().isoformat()}-scale.json"
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    log.info("wrote %s", path)
+    return path

@@ -1,0 +1,80 @@
+"""One checkpoint pass of the emitter, without a broker: the reader and the checkpoints topic are stand-ins."""
+
+from __future__ import annotations
+
+from sample_configs import load_props
+from sparkmirror.checkpoints.emitter import CheckpointEmitter
+from sparkmirror.core.formats import Checkpoint
+from sparkmirror.core.offsetmap import Segment
+from sparkmirror.kafka.flowclients import FlowClients
+from sparkmirror.kafka.groupreader import GroupReads, Positions
+from sparkmirror.offsets.store import OffsetMapStore
+
+PROPS = """
+clusters = A, B
+A.bootstrap.servers = a:9092
+B.bootstrap.servers = b:9092
+A->B.enabled = true
+"""
+
+
+class _Reader:
+    """Answers from a dict the test changes between passes."""
+
+    def __init__(self) -> None:
+        self.positions: dict[str, Positions] = {}
+        self.asked: list[list[str]] = []
+
+    def read(self, groups, *, timeout_s: float = 10.0) -> GroupReads:  # type: ignore[no-untyped-def]
+        self.asked.append(list(groups))
+        return GroupReads(positions={g: dict(self.positions[g]) for g in groups})
+
+    def close(self) -> None:
+        pass
+
+
+class _Emitter(CheckpointEmitter):
+    def __init__(self, clients: FlowClients, store: OffsetMapStore, reader: _Reader) -> None:
+        super().__init__(clients, store)
+        self._readers["source"] = reader  # type: ignore[assignment]
+        self.written: list[list[Checkpoint]] = []
+
+    def source_groups(self) -> list[str]:
+        return sorted(self._readers["source"].positions)  # type: ignore[attr-defined]
+
+    def _write(self, checkpoints: list[Checkpoint]) -> None:
+        self.written.append(checkpoints)
+
+
+def _emitter(tmp_path) -> tuple[_Emitter, _Reader]:  # type: ignore[no-untyped-def]
+    clients = FlowClients(load_props(tmp_path, PROPS).flows[0])
+    store = OffsetMapStore(clients)
+    store.map.mark_loaded()
+    store.apply([Segment("t", p, 0, 0, 1000) for p in range(2)])
+    reader = _Reader()
+    emitter = _Emitter(clients, store, reader)
+    emitter.state.restore([])
+    return emitter, reader
+
+
+def test_only_moved_groups_are_re_emitted(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    emitter, reader = _emitter(tmp_path)
+    reader.positions = {f"g{i}": {("t", 0): (10 * i, ""), ("t", 1): (5, "")} for i in range(1, 4)}
+    assert emitter.emit({"t": 2}) == 6
+    # Nothing moved: nothing is written, not even an empty batch.
+    assert emitter.emit({"t": 2}) == 0
+    assert len(emitter.written) == 1
+    # One group moved on one partition: only that checkpoint is written.
+    reader.positions["g2"][("t", 1)] = (7, "")
+    assert emitter.emit({"t": 2}) == 1
+    (moved,) = emitter.written[-1]
+    assert (moved.group, moved.topic, moved.partition, moved.upstream_offset) == ("g2", "A.t", 1, 7)
+    # One read for all groups per pass.
+    assert reader.asked == [["g1", "g2", "g3"]] * 3
+
+
+def test_partitions_not_mirrored_are_not_checkpointed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    emitter, reader = _emitter(tmp_path)
+    reader.positions = {"g": {("t", 0): (3, ""), ("t", 1): (4, ""), ("other", 0): (9, "")}}
+    assert emitter.emit({"t": 1}) == 1
+    assert [(c.topic, c.partition) for c in emitter.written[0]] == [("A.t", 0)]

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from conftest import _free_base_port
 from kafka_helpers import admin, create_topics, end_offsets, read_partition, unique, wait_for, write_config
@@ -35,6 +35,14 @@ def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[De
         yield clusters, clusters.up(["T"], brokers=3, base_port=_free_base_port())["T"]
     finally:
         clusters.down()
+
+
+def _ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """End offsets, or nothing while brokers are killed or starting (the caller asks again)."""
+    try:
+        return end_offsets(bootstrap, topic)
+    except KafkaException:
+        return {}
 
 
 def _produce(bootstrap: str, topic: str, errors: list[object]) -> None:
@@ -82,7 +90,7 @@ def test_target_broker_killed_and_restarted_mid_stream_loses_nothing(
     producer.start()
     try:
         wait_for(
-            lambda: sum(end_offsets(target, remote).values()) > 2_000,
+            lambda: sum(_ends(target, remote).values()) > 2_000,
             timeout_s=120,
             what="the mirror to be copying",
             interval_s=0.5,
@@ -95,7 +103,7 @@ def test_target_broker_killed_and_restarted_mid_stream_loses_nothing(
         producer.join(120)
         assert not errors, errors[:3]
         wait_for(
-            lambda: all(n >= RECORDS // PARTITIONS for n in end_offsets(target, remote).values()),
+            lambda: (ends := _ends(target, remote)) and all(n >= RECORDS // PARTITIONS for n in ends.values()),
             timeout_s=180,
             what="every record on the target",
         )
@@ -142,7 +150,7 @@ def test_whole_target_down_30s_mid_stream_loses_nothing(
     producer.start()
     try:
         wait_for(
-            lambda: sum(end_offsets(target, remote).values()) > 2_000,
+            lambda: sum(_ends(target, remote).values()) > 2_000,
             timeout_s=120,
             what="the mirror to be copying",
             interval_s=0.5,
@@ -153,7 +161,7 @@ def test_whole_target_down_30s_mid_stream_loses_nothing(
         producer.join(120)
         assert not errors, errors[:3]
         wait_for(
-            lambda: all(n >= RECORDS // PARTITIONS for n in end_offsets(target, remote).values()),
+            lambda: (ends := _ends(target, remote)) and all(n >= RECORDS // PARTITIONS for n in ends.values()),
             timeout_s=240,
             what="every record on the target",
         )

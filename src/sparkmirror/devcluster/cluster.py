@@ -406,6 +406,11 @@ class DevClusters:
         if not broker.is_running():
             broker.pid = self._start_broker(state[alias], broker, kafka_broker_artifacts().jars())
             self._save(state)
+            # Between fork and exec the child's command line is still Python's: is_running() would
+            # read it as a broker that exited.
+            deadline = time.monotonic() + 10
+            while not broker.is_running() and _pid_alive(broker.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
         self._wait_ready(state[alias], timeout_s)
 
     @staticmethod

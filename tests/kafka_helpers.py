@@ -135,7 +135,13 @@ def partition_count(bootstrap: str, topic: str) -> int:
 
 
 _LEADER_MOVING = frozenset(
-    {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        # A leader elected after a broker restart, before its high watermark caught up.
+        KafkaError.OFFSET_NOT_AVAILABLE,
+    }
 )
 
 
@@ -143,7 +149,8 @@ def end_offsets(bootstrap: str, topic: str, *, settle_s: float = 30.0) -> dict[i
     """High watermark per partition.
 
     A topic the replicator has just created can answer NOT_LEADER_FOR_PARTITION
-    (or LEADER_NOT_AVAILABLE) for a moment while its leaders are elected; such
+    (or LEADER_NOT_AVAILABLE; OFFSET_NOT_AVAILABLE after a broker restart) for a
+    moment while its leaders are elected; such
     retriable answers are asked again for up to `settle_s`, anything else raises.
     """
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("wm")})

@@ -54,9 +54,7 @@ def test_reader_answers_what_a_consumer_per_group_answers(bootstraps) -> None:
     assert reads.positions[never] == {}
 
 
-def test_group_offsets_survive_the_reader_crashing(
-    bootstraps, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_group_offsets_survive_the_reader_crashing(bootstraps, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     topic = unique("rd-crash")
     create_topics(bootstraps["A"], {topic: 3})
     wanted = _groups(bootstraps["A"], topic, 6)

@@ -97,6 +97,7 @@ def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path,
             timeout_s=180,
             what="every record on B",
         )
+
         # Counted where the records were acknowledged: exactly what was produced, per partition too.
         def counted() -> dict[str, list[tuple[dict[str, str], float]]] | None:
             s = _scrape(port)
@@ -118,9 +119,11 @@ def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path,
         assert states["running"] == 1 and states["failed"] == 0, states
         assert samples["sparkmirror_batch_duration_seconds_count"][0][1] >= 1
         wait_for(
-            lambda: (s := _scrape(port)).get("sparkmirror_lag_records")
-            and _sum(s, "sparkmirror_lag_records", remote) == 0
-            and any(v > 0 for _lb, v in s.get("sparkmirror_last_checkpoint_timestamp_seconds", [])),
+            lambda: (
+                (s := _scrape(port)).get("sparkmirror_lag_records")
+                and _sum(s, "sparkmirror_lag_records", remote) == 0
+                and any(v > 0 for _lb, v in s.get("sparkmirror_last_checkpoint_timestamp_seconds", []))
+            ),
             timeout_s=60,
             what="lag 0 and a checkpoint cycle in the metrics",
         )

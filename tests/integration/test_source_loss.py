@@ -1,8 +1,9 @@
 """Records deleted on the source before they were mirrored are reported, never skipped silently.
 
 Spark's own data-loss check is off (it would also stop the flow, forever, when
-a topic is deleted or newly matched); the runner compares each batch's first
-offset with the previous batch's end and the source's log start offset.
+a topic is deleted or newly matched); before each batch is copied, each
+partition's planned start (from Spark's checkpoint, or from the target when
+there is none) is compared with the source's log start offset.
 """
 
 from __future__ import annotations
@@ -12,11 +13,25 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
 from confluent_kafka import TopicPartition
 
-from kafka_helpers import Rec, admin, create_topics, end_offsets, produce, unique, wait_for, write_config
+from kafka_helpers import (
+    Rec,
+    admin,
+    create_topics,
+    end_offsets,
+    produce,
+    read_partition,
+    unique,
+    wait_for,
+    write_config,
+)
+from sparkmirror.cli.main import cli
 from sparkmirror.config import load_config
 from sparkmirror.pipeline.driver.mirror import Mirror
+from sparkmirror.pipeline.exceptions import SourceLossError
 
 
 def test_records_deleted_before_mirroring_are_reported(bootstraps, spark, tmp_path: Path, checkpoints, caplog):
@@ -58,3 +73,92 @@ def test_records_deleted_before_mirroring_are_reported(bootstraps, spark, tmp_pa
             mirror.request_stop()
             thread.join(120)
     assert any(f"{topic}[0] offsets 100..149 were deleted on the source" in r.getMessage() for r in caplog.records)
+
+
+def _delete_records(bootstrap: str, topic: str, before: int) -> None:
+    client = admin(bootstrap)  # kept alive until the futures resolve
+    for fut in client.delete_records([TopicPartition(topic, 0, before)]).values():
+        fut.result()
+
+
+def _values(bootstrap: str, topic: str) -> list[bytes]:
+    return [r.value or b"" for r in read_partition(bootstrap, topic, 0)]
+
+
+def test_loss_while_the_mirror_was_down_is_found_after_the_restart_and_run_once_exits_5(
+    bootstraps, spark, tmp_path: Path, checkpoints
+) -> None:
+    """The first batch after a restart is checked too: where the partition stopped comes from Spark's
+    checkpoint, not from memory."""
+    topic = unique("lost-restart")
+    create_topics(bootstraps["A"], {topic: 1})
+    ts = int(time.time() * 1000)
+    produce(bootstraps["A"], topic, 0, [Rec(b"k", f"{i}".encode(), (), ts) for i in range(100)])
+    cfg = write_config(
+        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
+        extra=f"A->B.topics = {topic}\n",
+    )  # fmt: skip
+    assert Mirror(load_config(cfg), once=True).run()[0].progress.lost_on_source == 0
+    # While the mirror is down, 100 more records arrive and the first 50 of them expire.
+    produce(bootstraps["A"], topic, 0, [Rec(b"k", f"{i}".encode(), (), ts) for i in range(100, 200)])
+    _delete_records(bootstraps["A"], topic, 150)
+
+    result = CliRunner().invoke(cli, ["run", str(cfg), "--once"], catch_exceptions=False)
+    assert result.exit_code == 5, result.output
+    assert f"{topic}[0] offsets 100..149 (50)" in result.output  # the run's summary
+    assert "50 records expired on the source before they were mirrored" in result.output
+    assert _values(bootstraps["B"], f"A.{topic}") == [f"{i}".encode() for i in [*range(100), *range(150, 200)]]
+
+
+def test_source_loss_fail_stops_the_flow_before_copying_past_the_gap(
+    bootstraps, spark, tmp_path: Path, checkpoints
+) -> None:
+    topic = unique("lost-fail")
+    create_topics(bootstraps["A"], {topic: 1})
+    ts = int(time.time() * 1000)
+    produce(bootstraps["A"], topic, 0, [Rec(b"k", f"{i}".encode(), (), ts) for i in range(100)])
+    cfg = write_config(
+        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
+        extra=f"A->B.topics = {topic}\nsparkmirror.source.loss = fail\n",
+    )  # fmt: skip
+    Mirror(load_config(cfg), once=True).run()
+    produce(bootstraps["A"], topic, 0, [Rec(b"k", f"{i}".encode(), (), ts) for i in range(100, 200)])
+    _delete_records(bootstraps["A"], topic, 130)
+
+    with pytest.raises(SourceLossError, match=rf"{topic}\[0\] offsets 100..129 \(30\)") as err:
+        Mirror(load_config(cfg), once=True).run()
+    assert err.value.exit_code == 5
+    assert "sparkmirror.source.loss = report" in str(err.value)  # how to go on
+    assert end_offsets(bootstraps["B"], f"A.{topic}")[0] == 100  # nothing past the gap
+
+    # The documented way on: report it, carry on; the gap is reported again, then mirrored past.
+    reported = write_config(
+        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
+        extra=f"A->B.topics = {topic}\n",
+    )  # fmt: skip
+    assert Mirror(load_config(reported), once=True).run()[0].progress.lost_on_source == 30
+    assert end_offsets(bootstraps["B"], f"A.{topic}")[0] == 170
+
+
+def test_at_least_once_without_its_spark_checkpoint_resumes_from_the_offset_map(
+    bootstraps, spark, tmp_path: Path
+) -> None:
+    """The target is the source of truth: a run with another (empty) checkpoint location copies
+    nothing twice."""
+    topic = unique("nockpt")
+    create_topics(bootstraps["A"], {topic: 2})
+    ts = int(time.time() * 1000)
+    for p in (0, 1):
+        produce(bootstraps["A"], topic, p, [Rec(b"k", f"{p}-{i}".encode(), (), ts) for i in range(50)])
+    extra = f"A->B.topics = {topic}\n"
+    first = write_config(
+        tmp_path / "a.properties", bootstraps["A"], bootstraps["B"], checkpoints=tmp_path / "one", extra=extra
+    )
+    assert Mirror(load_config(first), once=True).run()[0].progress.records == 100
+    produce(bootstraps["A"], topic, 0, [Rec(b"k", f"0-{i}".encode(), (), ts) for i in range(50, 80)])
+    second = write_config(
+        tmp_path / "b.properties", bootstraps["A"], bootstraps["B"], checkpoints=tmp_path / "two", extra=extra
+    )
+    assert Mirror(load_config(second), once=True).run()[0].progress.records == 30
+    assert _values(bootstraps["B"], f"A.{topic}") == [f"0-{i}".encode() for i in range(80)]
+    assert [r.value for r in read_partition(bootstraps["B"], f"A.{topic}", 1)] == [f"1-{i}".encode() for i in range(50)]

@@ -72,6 +72,7 @@ class CheckpointEmitter:
             replication_factor=self.flow.checkpoints_topic_replication_factor,
             config=COMPACTED,
             purpose=f"checkpoints of flow {self.flow.name}",
+            key="checkpoints.topic.replication.factor",
         )
 
     def restore(self) -> int:

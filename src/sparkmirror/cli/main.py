@@ -2,8 +2,10 @@
 
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error; failover and
 failback add 3 (a group is active on the destination) and 4 (replication has not caught up);
+run adds 5 (records expired on the source before they were mirrored), 6 (another instance
+runs the flow: it holds the flow's lease) and 7 (a source topic was deleted and re-created);
 status adds 8 (a partition lags beyond the limit given) and 9 (a flow failed, went silent or
-never reported).
+never reported). docs/faults.md lists run's codes with the faults behind them.
 Heavy imports (pyspark, confluent-kafka) happen inside the commands.
 """
 

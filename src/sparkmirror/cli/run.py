@@ -1,4 +1,10 @@
-"""`sparkmirror run mm2.properties`: run the enabled flows until stopped."""
+"""`sparkmirror run mm2.properties`: run the enabled flows until stopped.
+
+Exit codes (beside main's 0/1/2): 5 when records expired on the source before they were mirrored
+(``sparkmirror.source.loss = report``: at the end of the run; ``fail``: the flow stopped there);
+6 when another instance runs a flow (it holds the flow's lease); 7 when a source topic was
+deleted and re-created (``--reset-topic`` resumes).
+"""
 
 from __future__ import annotations
 
@@ -37,6 +43,12 @@ def print_summary(runners: Sequence[Flow]) -> None:
         p = r.progress
         lag = "unknown" if p.lag is None else f"{p.lag:,}"
         click.echo(f"flow {p.flow}: {p.records:,} records mirrored in {p.batches} batches, lag {lag}")
+        if p.lost_on_source:
+            click.echo(f"  LOST on {r.flow.source}: {p.lost_on_source:,} records expired before they were mirrored:")
+            for loss in p.losses:
+                click.echo(f"    {loss}")
+        if r.failure is not None:
+            click.echo(f"  STOPPED: {r.failure}")
         if not r.subscribed:
             continue
         rows = topic_counts(r.flow, r.clients.source_admin, r.clients.target_admin, r.subscribed)
@@ -65,14 +77,31 @@ def print_summary(runners: Sequence[Flow]) -> None:
 @click.option("--once", is_flag=True, help="Mirror what the source holds now, then stop.")
 @click.option("--master", default=None, help="Spark master URL (default: sparkmirror.spark.master or local[*]).")
 @click.option("--spark-conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark setting (repeatable).")
-def run(config: Path, clusters: str | None, once: bool, master: str | None, spark_conf: tuple[str, ...]) -> None:
+@click.option(
+    "--reset-topic",
+    "reset_topics",
+    multiple=True,
+    metavar="TOPIC",
+    help="A source topic that was deleted and re-created (the run stopped, exit 7): forget the old topic's "
+    "position and mirror the new one from its beginning (repeatable; docs/faults.md).",
+)
+def run(
+    config: Path,
+    clusters: str | None,
+    once: bool,
+    master: str | None,
+    spark_conf: tuple[str, ...],
+    reset_topics: tuple[str, ...],
+) -> None:
     """Mirror topics as configured in an MM2-format properties file."""
     from sparkmirror.config import load_config
     from sparkmirror.pipeline.driver.mirror import Mirror
 
     aliases = [a.strip() for a in clusters.split(",") if a.strip()] if clusters else None
     cfg = load_config(config, clusters=aliases)
-    mirror = Mirror(cfg, once=once, master=master, spark_conf=parse_spark_conf(spark_conf))
+    mirror = Mirror(
+        cfg, once=once, master=master, spark_conf=parse_spark_conf(spark_conf), reset_topics=frozenset(reset_topics)
+    )
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: finishing the batch in flight, then stopping", signal.Signals(signum).name)
@@ -85,12 +114,27 @@ def run(config: Path, clusters: str | None, once: bool, master: str | None, spar
         for r in runners:
             log.info(r.report_line())
 
-    if sys.stderr.isatty() and not os.environ.get("CI"):
-        with LiveView() as view:
-            runners = mirror.run(on_progress=view.update, progress_every_s=1.0)
-    else:
-        runners = mirror.run(on_progress=on_progress)
-    print_summary(runners)
+    try:
+        if sys.stderr.isatty() and not os.environ.get("CI"):
+            with LiveView() as view:
+                mirror.run(on_progress=view.update, progress_every_s=1.0)
+        else:
+            mirror.run(on_progress=on_progress)
+    finally:
+        try:
+            print_summary(mirror.runners)
+        except Exception as exc:  # noqa: BLE001 - the summary's counts need the clusters; the exit code does not
+            log.warning("run summary incomplete: %s", exc)
+        for r in mirror.runners:
+            r.clients.close()  # the summary's admin clients: Spark keeps the flows referenced
+    lost = sum(r.progress.lost_on_source for r in mirror.runners)
+    if lost:
+        from sparkmirror.pipeline.exceptions import SourceLossError
+
+        raise SourceLossError(
+            f"{lost:,} records expired on the source before they were mirrored (listed above); "
+            "raise the source topics' retention or the mirror's throughput"
+        )
 
 
 class LiveView:

@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sparkmirror.config.model import CLIENT_ROLES, ClusterConfig, FlowConfig, MirrorConfig, SparkSettings
-from sparkmirror.config.properties import parse_properties
+from sparkmirror.config.properties import parse_properties, read_properties_file
 from sparkmirror.config.providers import resolve_placeholders
 from sparkmirror.core.filters import compile_pattern_list
 from sparkmirror.core.policy import DEFAULT_POLICY_CLASS, policy_from_name
@@ -92,6 +92,53 @@ _WORKER_PREFIXES = (
     "value.converter.", "header.converter.", "rest.", "inter.worker.", "metrics.", "config.providers",
     "worker.", "task.", "replication.policy.",
 )  # fmt: skip
+
+
+# MM2 keys that change what is mirrored and that sparkmirror does not implement: a file that sets
+# them to anything but MM2's default is refused (mirroring something else than what the operator
+# asked for would be silent loss or corruption). Per key: the values that are accepted (MM2's
+# default, written as a full class name or a simple one; "" for a list that is empty), and what
+# to do instead.
+_MM2_DEFAULT_FILTERS = {
+    "topic.filter.class": "DefaultTopicFilter",
+    "group.filter.class": "DefaultGroupFilter",
+    "config.property.filter.class": "DefaultConfigPropertyFilter",
+}
+_CONVERTER_KEYS = ("key.converter", "value.converter", "header.converter")
+_UNSUPPORTED_ADVICE = {
+    "topic.filter.class": "select topics with topics / topics.exclude (regex lists) instead",
+    "group.filter.class": "select groups with groups / groups.exclude (regex lists) instead",
+    "config.property.filter.class": "exclude topic configs with config.properties.exclude instead",
+    "transforms": "Single Message Transforms are not supported: records are copied byte for byte; "
+    "remove the key (and its transforms.* keys) or transform downstream",
+    "predicates": "predicates only serve transforms, which are not supported; remove the key",
+    "key.converter": "records are copied byte for byte (MM2's ByteArrayConverter); remove the key",
+    "value.converter": "records are copied byte for byte (MM2's ByteArrayConverter); remove the key",
+    "header.converter": "headers are copied byte for byte (MM2's ByteArrayConverter); remove the key",
+}
+
+
+def _unsupported_value(key: str, value: str) -> bool:
+    """True when ``key = value`` asks for something sparkmirror does not do (see _UNSUPPORTED_ADVICE)."""
+    value = value.strip()
+    if key in _MM2_DEFAULT_FILTERS:
+        simple = _MM2_DEFAULT_FILTERS[key]
+        return value not in ("", simple, f"org.apache.kafka.connect.mirror.{simple}")
+    if key in _CONVERTER_KEYS:
+        return value not in ("", "ByteArrayConverter", "org.apache.kafka.connect.converters.ByteArrayConverter")
+    if key in ("transforms", "predicates"):
+        return any(parse_list(value))
+    return False
+
+
+def refuse_unsupported(key: str, shown_as: str, value: str) -> None:
+    """Raise a ConfigError when ``key`` (written as ``shown_as``) changes what is mirrored in a way
+    sparkmirror does not implement."""
+    if key in _UNSUPPORTED_ADVICE and _unsupported_value(key, value):
+        raise ConfigError(
+            f"{shown_as}: not supported by sparkmirror (got {value.strip()!r}); {_UNSUPPORTED_ADVICE[key]}",
+            key=shown_as,
+        )
 
 
 def _is_connection_key(key: str) -> bool:
@@ -182,8 +229,10 @@ def _validation_error(exc: ValidationError, keys: Mapping[str, str], what: str) 
 
 
 class _Loader:
-    def __init__(self, props: Mapping[str, str], restrict: Sequence[str] | None) -> None:
+    def __init__(self, props: Mapping[str, str], restrict: Sequence[str] | None, base_dir: Path | None = None) -> None:
         self.props = dict(props)
+        #: The configuration file's directory: relative paths in it are taken from there.
+        self.base_dir = base_dir
         self.restrict = restrict
         self.unknown: list[str] = []
 
@@ -207,6 +256,7 @@ class _Loader:
                     )
                 if src == dst:
                     raise ConfigError(f"{key}: a flow needs two different clusters", key=key)
+                refuse_unsupported(rest, key, value)
                 if rest.startswith("sparkmirror."):
                     _check_sparkmirror_key(rest, key)
                 elif not (_is_known_mm2_key(rest) or _is_known_flow_only_key(rest)):
@@ -215,10 +265,12 @@ class _Loader:
                 continue
             head, _, rest = key.partition(".")
             if head in alias_set and rest:
+                refuse_unsupported(rest, key, value)  # MM2's worker for cluster X reads the converters
                 if not _is_known_cluster_key(rest) and rest not in _NOT_CLIENT_KEYS:
                     self.unknown.append(key)
                 per_cluster[head][rest] = value
                 continue
+            refuse_unsupported(key, key, value)
             if key.startswith("sparkmirror."):
                 _check_sparkmirror_key(key, key)
             elif not _is_known_mm2_key(key):
@@ -263,8 +315,7 @@ class _Loader:
         )
 
     # -- flows ------------------------------------------------------------------------------------
-    @staticmethod
-    def _spark(top: Mapping[str, str], flow: Mapping[str, str] | None, flow_name: str | None) -> SparkSettings:
+    def _spark(self, top: Mapping[str, str], flow: Mapping[str, str] | None, flow_name: str | None) -> SparkSettings:
         data: dict[str, Any] = {}
         keys: dict[str, str] = {}
         conf: dict[str, str] = {}
@@ -280,6 +331,10 @@ class _Loader:
                     shown = shown_prefix + key
                     data[name] = _convert(raw, SparkSettings.model_fields[name].annotation, shown)
                     keys[name] = shown
+        location = data.get("checkpoint_location")
+        if self.base_dir is not None and isinstance(location, str) and location and "://" not in location:
+            # Not the working directory: a run started elsewhere must find the same checkpoints.
+            data["checkpoint_location"] = str(self.base_dir / Path(location).expanduser())
         try:
             return SparkSettings.model_validate({"conf": conf, **data})
         except ValidationError as exc:
@@ -424,6 +479,7 @@ def load_config(
     ``--clusters``: only flows whose target is listed are kept in :attr:`MirrorConfig.flows`.
     Raises :class:`ConfigError` naming the key at fault.
     """
+    base_dir = None
     if isinstance(source, Mapping):
         props = {str(k): str(v) for k, v in source.items()}
     else:
@@ -432,10 +488,7 @@ def load_config(
             props = parse_properties(source, source="<text>")
         else:
             path = Path(text_or_path)
-            try:
-                text = path.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-            props = parse_properties(text, source=str(path))
+            props = read_properties_file(path)
+            base_dir = path.absolute().parent
     # As MM2 does (MirrorMakerConfig.transform): every value through config.providers first.
-    return _Loader(resolve_placeholders(props), clusters).load()
+    return _Loader(resolve_placeholders(props), clusters, base_dir).load()

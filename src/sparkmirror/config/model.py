@@ -9,6 +9,7 @@ The model never reads files; :mod:`sparkmirror.config.loader` builds it.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from functools import cached_property
@@ -83,6 +84,13 @@ def reveal(props: ClientProps, reveal_secrets: bool = False) -> dict[str, str]:
     return out
 
 
+def default_checkpoint_location() -> str:
+    """``$XDG_STATE_HOME/sparkmirror/checkpoints``, else ``~/.local/state/sparkmirror/checkpoints``:
+    absolute, so ``run`` started from another directory finds the same checkpoints."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(os.path.abspath(state), "sparkmirror", "checkpoints")
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(
         frozen=True,
@@ -128,8 +136,13 @@ class SparkSettings(_Frozen):
     """Spark master URL (``local[*]`` runs Spark inside the sparkmirror process)."""
     conf: ClientProps = Field(default_factory=dict, alias="sparkmirror.spark.conf")
     """Extra Spark configuration, from ``sparkmirror.spark.conf.<spark key> = value``."""
-    checkpoint_location: str = Field(default="./.sparkmirror/checkpoints", alias="sparkmirror.checkpoint.location")
-    """Directory (or URI) under which each flow keeps its Spark checkpoint, one sub-directory per flow."""
+    checkpoint_location: str = Field(
+        default_factory=lambda: default_checkpoint_location(), alias="sparkmirror.checkpoint.location"
+    )
+    """Directory (or URI) under which each flow keeps its Spark checkpoint, one sub-directory per flow.
+    Default: ``$XDG_STATE_HOME/sparkmirror/checkpoints`` (``~/.local/state/…``), whatever the working
+    directory; a relative path is taken from the configuration file's directory. Losing it costs no
+    record twice: a flow without its checkpoint resumes from what the target says was mirrored."""
     trigger_interval_ms: int = Field(default=100, ge=0, alias="sparkmirror.trigger.interval.ms")
     """Micro-batch trigger interval in milliseconds (0: start the next batch at once). Under load batches
     run back to back; the interval sets how often an idle flow asks the source for new records, and so the
@@ -154,6 +167,19 @@ class SparkSettings(_Frozen):
     exactly_once: bool = Field(default=False, alias="sparkmirror.exactly.once")
     """Write each partition's records, offset-map segments and source position in one transaction on
     the target (same effect as MM2's ``exactly.once.source.support = enabled``)."""
+    source_loss: Literal["report", "fail"] = Field(default="report", alias="sparkmirror.source.loss")
+    """What a flow does when records expired on the source before they were mirrored (found before a
+    batch is copied, also after restarts): ``report`` logs topic, partition, offsets and count, counts
+    them in the run's summary and exit code (5), and carries on; ``fail`` stops the flow before it
+    copies past the gap (exit code 5). docs/faults.md."""
+    startup_timeout_ms: int = Field(default=-1, ge=-1, alias="sparkmirror.startup.timeout.ms")
+    """Global: how long ``run`` waits at start for a cluster that does not answer, saying at each attempt
+    what it waits for (back-off 1 s to 10 s); -1 (default): for as long as it takes. A cluster lost
+    later is waited for by the flow's restarts, without limit."""
+    stop_on_flow_failure: bool = Field(default=False, alias="sparkmirror.stop.on.flow.failure")
+    """Global: a flow's terminal error (a refused record, lost source records with ``source.loss = fail``,
+    a re-created topic) stops every flow of the run; by default it stops that flow only and the run
+    ends with that flow's error once the others are done."""
     transaction_timeout_ms: int = Field(default=300_000, ge=1000, alias="sparkmirror.transaction.timeout.ms")
     """``transaction.timeout.ms`` of the exactly-once writer's producers; a task's transaction must
     commit within it (the broker's ``transaction.max.timeout.ms`` caps it, 15 minutes by default)."""

@@ -29,6 +29,22 @@ def progress_group(source_alias: str, target_alias: str) -> str:
     return f"__sparkmirror.progress.{source_alias}-{target_alias}"
 
 
+def lease_group(source_alias: str, target_alias: str) -> str:
+    """The target group whose one member is the flow's running instance (one instance per flow).
+
+    ``__``-prefixed: never checkpointed, synced or failed over.
+    """
+    return f"__sparkmirror.lease.{source_alias}-{target_alias}"
+
+
+def topic_ids_group(source_alias: str, target_alias: str) -> str:
+    """The target group whose commit metadata records the id of each mirrored source topic.
+
+    ``__``-prefixed: never checkpointed, synced or failed over.
+    """
+    return f"__sparkmirror.topic-ids.{source_alias}-{target_alias}"
+
+
 def reader_group(flow_name: str) -> str:
     """The ``group.id`` of the direct reader's source consumers: never joined, never committed to."""
     return f"__sparkmirror.reader.{flow_name}"

@@ -263,6 +263,10 @@ class DevClusters:
             "auto.create.topics.enable": "false",
             "offsets.topic.replication.factor": rf,
             "offsets.topic.num.partitions": 10,
+            # With 3 brokers: replication factor 3 and min.insync.replicas 2 (a broker may fail, acks=all
+            # still lands on two).
+            "default.replication.factor": rf,
+            "min.insync.replicas": min(2, n),
             "transaction.state.log.replication.factor": rf,
             "transaction.state.log.min.isr": min(2, n),
             "transaction.state.log.num.partitions": 10,
@@ -380,6 +384,42 @@ class DevClusters:
             f"cluster {cluster.alias} did not answer metadata requests at {cluster.bootstrap} "
             f"within {timeout_s:.0f}s ({last_error})"
         )
+
+    # -- one broker (fault tests) -------------------------------------------------
+    def kill_broker(self, alias: str, node_id: int) -> None:
+        """SIGKILL one broker of a running cluster (a crash); :meth:`restart_broker` brings it back."""
+        state = self._load()
+        broker = self._broker(state, alias, node_id)
+        if broker.is_running() and broker.pid:
+            _signal_group(broker.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while _pid_alive(broker.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        broker.pid = None
+        self._save(state)
+        log.info("killed broker %d of cluster %s", node_id, alias)
+
+    def restart_broker(self, alias: str, node_id: int, *, timeout_s: float = 90.0) -> None:
+        """Start one stopped broker again with its data; returns once the cluster has all its brokers."""
+        state = self._load()
+        broker = self._broker(state, alias, node_id)
+        if not broker.is_running():
+            broker.pid = self._start_broker(state[alias], broker, kafka_broker_artifacts().jars())
+            self._save(state)
+            # Between fork and exec the child's command line is still Python's: is_running() would
+            # read it as a broker that exited.
+            deadline = time.monotonic() + 10
+            while not broker.is_running() and _pid_alive(broker.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self._wait_ready(state[alias], timeout_s)
+
+    @staticmethod
+    def _broker(state: dict[str, ClusterState], alias: str, node_id: int) -> BrokerState:
+        cluster = state.get(alias)
+        broker = next((b for b in cluster.brokers if b.node_id == node_id), None) if cluster else None
+        if broker is None:
+            raise DevClusterError(f"no broker {node_id} in dev cluster {alias}")
+        return broker
 
     # -- down ---------------------------------------------------------------
     def down(

@@ -53,7 +53,13 @@ class HeartbeatEmitter:
         topic = self.policy.heartbeats_topic()
         for alias, (_p, admin, rf) in self.clusters.items():
             try:
-                ensure_topic(admin, topic, replication_factor=rf, purpose=f"heartbeats on {alias}")
+                ensure_topic(
+                    admin,
+                    topic,
+                    replication_factor=rf,
+                    purpose=f"heartbeats on {alias}",
+                    key="heartbeats.topic.replication.factor",
+                )
             except Exception as exc:  # noqa: BLE001 - heartbeats are advisory
                 log.warning("cannot create %s on %s: %s", topic, alias, exc)
 

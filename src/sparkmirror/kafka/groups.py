@@ -80,3 +80,17 @@ def commit_offsets(conf: Mapping[str, str], group: str, offsets: Mapping[tuple[s
         retry_kafka(lambda: consumer.commit(offsets=tps, asynchronous=False), what=f"commit for group {group}")
     finally:
         consumer.close()
+
+
+def commit_positions(conf: Mapping[str, str], group: str, positions: Mapping[tuple[str, int], tuple[int, str]]) -> None:
+    """Commit (offset, commit metadata) per partition for a group without active members."""
+    from confluent_kafka import TopicPartition
+
+    if not positions:
+        return
+    consumer = _consumer(conf, group)
+    try:
+        tps = [TopicPartition(t, p, o, metadata=m) for (t, p), (o, m) in positions.items()]
+        retry_kafka(lambda: consumer.commit(offsets=tps, asynchronous=False), what=f"commit for group {group}")
+    finally:
+        consumer.close()

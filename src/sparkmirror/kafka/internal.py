@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from sparkmirror.errors import SparkMirrorError
+from sparkmirror.errors import ConfigError, SparkMirrorError
 from sparkmirror.kafka.retry import retry_kafka
 
 if TYPE_CHECKING:
@@ -36,12 +36,14 @@ def ensure_topic(
     replication_factor: int = -1,
     config: Mapping[str, str] | None = None,
     purpose: str = "",
+    key: str | None = None,
 ) -> bool:
     """Create ``name`` if it does not exist; True when it exists afterwards.
 
-    A replication factor larger than the cluster's broker count is lowered to
-    it with a warning, so a one-broker development cluster works with MM2's
-    defaults (3); production clusters keep what was configured.
+    Created with the configured replication factor or not at all: a cluster with fewer brokers up
+    than ``replication_factor`` gets a :class:`ConfigError` naming the topic, the factor, the
+    brokers up and ``key`` (the setting to change), never a topic that stays under-replicated
+    for good once the missing brokers are back.
     """
     from confluent_kafka.admin import NewTopic
 
@@ -50,15 +52,13 @@ def ensure_topic(
         return True
     rf = int(replication_factor)
     if rf > len(md.brokers):
-        log.warning(
-            "internal topic %s: replication factor %d > %d brokers; using %d (%s)",
-            name,
-            rf,
-            len(md.brokers),
-            len(md.brokers),
-            purpose or "set its *.replication.factor key",
+        setting = key or "its *.replication.factor key"
+        raise ConfigError(
+            f"{setting}: internal topic {name} ({purpose or 'internal topic'}) needs replication factor {rf} but "
+            f"only {len(md.brokers)} broker(s) are up; start the missing brokers and run again, or set "
+            f"{setting} to at most {len(md.brokers)} (-1: the broker's default)",
+            key=key,
         )
-        rf = len(md.brokers)
     futures = admin.create_topics(
         [NewTopic(name, num_partitions=partitions, replication_factor=rf, config=dict(config or {}))],
         operation_timeout=30,

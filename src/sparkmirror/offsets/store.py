@@ -90,6 +90,7 @@ class OffsetMapStore:
             replication_factor=self.flow.offset_syncs_topic_replication_factor,
             config=COMPACTED,
             purpose=f"offset map of flow {self.flow.name}",
+            key="offset-syncs.topic.replication.factor",
         )
 
     def load(self) -> int:
@@ -163,6 +164,29 @@ class OffsetMapStore:
                 self._producer.produce(self.topic, key=key, value=None)
             self._producer.flush(60)
         log.info("flow=%s pruned %d offset-map segments below the target's log start", self.flow.name, len(removed))
+        return len(removed)
+
+    def forget_topic(self, topic: str) -> int:
+        """Drop every segment of source ``topic`` (it was re-created: its old offsets mean nothing for the
+        new one), with tombstones on the target; returns how many."""
+        with self._write_lock:
+            with self._lock:
+                removed = [
+                    seg for t, p in self.map.partitions() if t == topic for seg in self.map.prune(t, p, 2**63 - 1)
+                ]
+            if not removed:
+                return 0
+            if self._producer is None:
+                from sparkmirror.kafka.factory import new_producer
+
+                self._producer = new_producer(self.clients.internal_producer)
+            produce_durably(
+                self._producer,
+                self.topic,
+                ((OffsetSegment.encode_key(s.topic, s.partition, s.upstream_start), None) for s in removed),
+                what=f"flow={self.flow.name}: offset map tombstones of {topic}",
+            )
+        log.info("flow=%s forgot %d offset-map segments of re-created topic %s", self.flow.name, len(removed), topic)
         return len(removed)
 
     def translate(self, topic: str, partition: int, group_offset: int) -> Translation:

@@ -49,6 +49,7 @@ class OffsetSyncWriter:
             replication_factor=self.flow.offset_syncs_topic_replication_factor,
             config=COMPACTED,
             purpose=f"MM2 offset syncs of flow {self.flow.name}",
+            key="offset-syncs.topic.replication.factor",
         )
 
     def emit(self, segments: Sequence[Segment]) -> None:

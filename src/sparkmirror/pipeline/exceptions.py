@@ -33,9 +33,37 @@ class FlowFailed(SparkMirrorError):
     """A flow stopped on an error that retrying cannot fix."""
 
 
+#: How a re-created source topic's refusal starts its terminal message.
+TOPIC_RECREATED_PREFIX = "topic re-created:"
+
+#: How a source-loss refusal (``sparkmirror.source.loss = fail``) starts its terminal message.
+SOURCE_LOSS_PREFIX = "source loss:"
+
+
+class SourceLossError(FlowFailed):
+    """Records expired on the source before they were mirrored, and the flow was told to stop on it.
+
+    Also the run's exit when records were lost in ``report`` mode: exit code 5 either way.
+    """
+
+    exit_code = 5
+
+
 def terminal_message(error_text: str) -> str | None:
     """A terminal error's own sentence out of a Spark/Py4J error dump (``None``: not terminal)."""
     idx = error_text.find(TERMINAL_MARKER)
     if idx < 0:
         return None
     return error_text[idx + len(TERMINAL_MARKER) :].splitlines()[0].strip()
+
+
+class InstanceConflict(FlowFailed):
+    """Another instance runs the flow (it holds the flow's lease on the target); names it."""
+
+    exit_code = 6
+
+
+class TopicRecreatedError(FlowFailed):
+    """A source topic was deleted and re-created; the flow stops until ``run --reset-topic``."""
+
+    exit_code = 7

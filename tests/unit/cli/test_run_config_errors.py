@@ -98,3 +98,50 @@ def test_client_settings_the_writer_cannot_use_exit_2_before_spark(tmp_path: Pat
     result = _run(tmp_path, GOOD + extra)
     assert result.exit_code == 2, result.output
     assert key in result.output
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("topic.filter.class = com.example.MyTopicFilter\n", "topic.filter.class"),
+        ("A->B.group.filter.class = com.example.MyGroupFilter\n", "A->B.group.filter.class"),
+        ("config.property.filter.class = com.example.Mine\n", "config.property.filter.class"),
+        (
+            "transforms = mask\ntransforms.mask.type = org.apache.kafka.connect.transforms.MaskField$Value\n",
+            "transforms",
+        ),
+        ("A->B.predicates = p\n", "A->B.predicates"),
+        ("B.value.converter = org.apache.kafka.connect.json.JsonConverter\n", "B.value.converter"),
+    ],
+)
+def test_unimplemented_keys_that_change_what_is_mirrored_are_refused(tmp_path: Path, line: str, key: str) -> None:
+    result = _run(tmp_path, GOOD + line)
+    assert result.exit_code == 2, result.output
+    assert f"error: {key}: not supported by sparkmirror" in result.output
+    assert "instead" in result.output or "remove the key" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "topic.filter.class = org.apache.kafka.connect.mirror.DefaultTopicFilter\n",
+        "A->B.group.filter.class = DefaultGroupFilter\n",
+        "transforms = \n",
+        "key.converter = org.apache.kafka.connect.converters.ByteArrayConverter\n",
+        "sync.topic.acls.enabled = true\n",
+    ],
+)
+def test_mm2_defaults_of_those_keys_are_accepted(line: str) -> None:
+    from sparkmirror.config import load_config
+
+    assert load_config(GOOD + line).flows
+
+
+def test_binary_config_file_exits_2_without_traceback(tmp_path: Path) -> None:
+    cfg = tmp_path / "mm2.properties"
+    cfg.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00")
+    result = CliRunner().invoke(cli, ["run", str(cfg)], catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert "not a properties file" in result.output
+    assert "Traceback" not in result.output

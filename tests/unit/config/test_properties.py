@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkmirror.config.properties import parse_properties, parse_properties_with_lines
+from sparkmirror.config.properties import parse_properties, parse_properties_with_lines, read_properties_file
 from sparkmirror.errors import ConfigError
 
 
@@ -107,3 +107,42 @@ def test_round_trip_with_escaped_writer(props: dict[str, str]) -> None:
 
     text = "\n".join(f"{esc(k, True)}={esc(v, False)}" for k, v in props.items())
     assert parse(text) == props
+
+
+# -- files, read as MM2 reads them ------------------------------------------------------------
+
+
+def test_file_is_read_as_iso_8859_1(tmp_path) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_bytes(b"topics = caf\xe9, na\\u00efve\n")
+    assert read_properties_file(path) == {"topics": "café, naïve"}
+
+
+def test_utf8_file_is_read_as_mm2_reads_it_with_a_warning(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_bytes("a = 1\ntopics = café\n".encode())
+    assert read_properties_file(path)["topics"] == "cafÃ©"
+    assert any(f"{path}:2" in r.getMessage() and "\\uXXXX" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    "data", [b"\x00\x01\x02binary", b"clusters = A\n\x89PNG\r\n\x1a\n", "clusters=A".encode("utf-16")]
+)
+def test_binary_file_is_refused_with_line_and_column(tmp_path, data: bytes) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError, match=r"not a properties file: control character 0x.. at column \d+") as exc:
+        read_properties_file(path)
+    assert str(path) in str(exc.value)
+
+
+def test_utf8_byte_order_mark_is_refused(tmp_path) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_bytes(b"\xef\xbb\xbfclusters = A, B\n")
+    with pytest.raises(ConfigError, match="byte order mark"):
+        read_properties_file(path)
+
+
+def test_unreadable_file_is_a_config_error(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        read_properties_file(tmp_path / "missing.properties")

@@ -70,8 +70,24 @@ def test_a_failing_chore_is_not_run_again_before_its_next_turn() -> None:
 
 def test_result_rows_round_trip_through_arrow_with_the_schema_spark_is_given() -> None:
     r = PartitionResult(
-        "t", 3, 10, 100, 5, 14, 0, 9, 0, 1_700_000_000_000, 1_699_999_999_000, 1_700_000_000_100,
-        1_700_000_000_300, 5_000, 7_000, None, ((5, 0, 10),), "host:1"
+        "t",
+        3,
+        10,
+        100,
+        5,
+        14,
+        0,
+        9,
+        0,
+        1_700_000_000_000,
+        1_699_999_999_000,
+        1_700_000_000_100,
+        1_700_000_000_300,
+        5_000,
+        7_000,
+        None,
+        ((5, 0, 10),),
+        "host:1",
     )
     (batch,) = list(arrow_batches([r]))
     assert batch.schema == arrow_schema()

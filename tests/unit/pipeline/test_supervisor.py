@@ -172,6 +172,37 @@ def test_a_committed_batch_resets_the_failure_count() -> None:
     assert s.failures == 0 and flow.polls == 1
 
 
+def test_a_first_start_that_fails_is_tried_again_after_the_back_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(sup.time, "monotonic", lambda: clock[0])
+    flow = StandInFlow()
+    attempts: list[int] = []
+
+    def start() -> None:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("KafkaException: _TIMED_OUT")
+
+    flow.start = start  # type: ignore[method-assign]
+    s = sup.FlowSupervisor(flow)  # type: ignore[arg-type]
+    s.start()  # does not raise: a cluster gone since the run's start check is waited for
+    assert (s.failures, len(attempts)) == (1, 1)
+    clock[0] += sup.RESTART_BACKOFF_S[0]
+    s.poll()
+    assert len(attempts) == 2
+
+
+def test_a_first_start_that_fails_for_good_raises() -> None:
+    flow = StandInFlow()
+
+    def start() -> None:
+        raise FlowFailed("checkpoint of another cluster")
+
+    flow.start = start  # type: ignore[method-assign]
+    with pytest.raises(FlowFailed):
+        sup.FlowSupervisor(flow).start()  # type: ignore[arg-type]
+
+
 def test_a_terminal_error_is_reported_as_failed_with_its_sentence() -> None:
     flow = StandInFlow()
     s = _ended(flow, RuntimeError(f"Py4JJavaError ... {TERMINAL_MARKER} flow=A->B t[0] offset=7: refused\n at ..."))

@@ -12,17 +12,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.offsetmap import Segment
 from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out, task_count
 from sparkmirror.kafka.flowclients import FlowClients
+from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore
 from sparkmirror.offsets.syncs import OffsetSyncWriter
-from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.driver.progress import FlowProgress, SourceLoss
+from sparkmirror.pipeline.exceptions import SOURCE_LOSS_PREFIX, WriteError
 from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import RESULT_SCHEMA, PartitionResult
 from sparkmirror.pipeline.executor.sources import INPUT_COLUMNS
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from sparkmirror.metrics.exporter import FlowMetrics
-    from sparkmirror.pipeline.driver.progress import FlowProgress
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,11 @@ class BatchHandler:
         syncs: OffsetSyncWriter,
         progress: FlowProgress,
         stop: threading.Event,
+        on_offsets_backwards: Callable[[set[str]], None] | None = None,
     ) -> None:
         self.spark = spark
+        #: Called (before copying) with the topics whose planned range ends before it starts.
+        self.on_offsets_backwards = on_offsets_backwards
         self.flow: FlowConfig = clients.flow
         self.clients = clients
         #: The plan of the next batch; the flow replaces it when the target or the fencing changes.
@@ -76,6 +80,8 @@ class BatchHandler:
         self.writers: dict[PartitionKey, str] = {}
         #: The next source offset per partition after the last batch (source-loss check).
         self.next_offset: dict[PartitionKey, int] = {}
+        #: Gaps already reported, (partition, first lost offset): a replayed batch does not count them twice.
+        self._reported: set[tuple[PartitionKey, int]] = set()
         #: Set after every committed batch; the supervisor resets its failure count on it.
         self.succeeded = False
         #: The flow's metrics (None: no metrics endpoint).
@@ -90,8 +96,14 @@ class BatchHandler:
         # Read per batch: topic limits may have changed, and the tasks extend each partition's
         # last segment.
         plan = dataclasses.replace(self.plan, tails=self.store.tails(), writers=dict(self.writers))
+        ranges = planned_ranges(batch_df)
+        backwards = {r.topic for r in ranges or () if r.until < r.start}
+        if backwards and self.on_offsets_backwards is not None:
+            self.on_offsets_backwards(backwards)  # a re-created topic stops the flow here
+        self._check_source_loss(ranges, plan)
         prepared = time.monotonic()
-        results = self._copy_direct(batch_df, plan) if self.flow.spark.source_reader == "direct" else None
+        direct = self.flow.spark.source_reader == "direct"
+        results = self._copy_direct(plan, ranges) if direct else None
         self.progress.reader = "direct" if results is not None else "spark"
         if results is None:
             results = self._copy_arrow(batch_df, plan)
@@ -108,7 +120,9 @@ class BatchHandler:
             self.store.write(segments)  # durable before Spark commits the batch
         copied = time.monotonic()
         self.writers.update({(r.topic, r.partition): r.writer for r in results})
-        self._check_source_loss(results)
+        for r in results:
+            if r.last_offset >= 0:
+                self.next_offset[(r.topic, r.partition)] = r.last_offset + 1
         self.progress.add_batch(results)
         self.succeeded = True
         finished = time.monotonic()
@@ -138,9 +152,8 @@ class BatchHandler:
         rows = selected.mapInArrow(write, RESULT_SCHEMA).collect()
         return [PartitionResult.from_row(r.asDict(recursive=True)) for r in rows]
 
-    def _copy_direct(self, batch_df: DataFrame, plan: WritePlan) -> list[PartitionResult] | None:
+    def _copy_direct(self, plan: WritePlan, ranges: list[SourceRange] | None) -> list[PartitionResult] | None:
         """Copy the batch's planned ranges in at most one task per core; ``None`` if Spark's plan cannot be read."""
-        ranges = planned_ranges(batch_df)
         if ranges is None:
             if not self._direct_unavailable_logged:
                 self._direct_unavailable_logged = True
@@ -182,49 +195,81 @@ class BatchHandler:
             self.topics.sync(grown, configs=False)
             self.subscribed.update(grown)
 
-    def _check_source_loss(self, results: list[PartitionResult]) -> None:
-        """Say loudly when records expired on the source before they were mirrored.
+    def _check_source_loss(self, ranges: list[SourceRange] | None, plan: WritePlan) -> None:
+        """Before copying: records between where each partition stopped and the source's log start
+        expired before they were mirrored. Say so (topic, partition, offsets, count), count them, and
+        with ``sparkmirror.source.loss = fail`` stop the flow before anything past the gap is copied.
 
-        Spark's own check (``failOnDataLoss``) is off because it also fires on normal events (a
-        topic deleted or newly matched with a log start above 0) and would then fail the query on
-        every restart. Here a gap between the last batch's end and this batch's first offset counts
-        as loss only when the source's log start offset has moved past the gap's start; gaps from
-        transaction markers and aborted records are not loss.
+        Where a partition stopped is durable: Spark plans each range from its checkpoint, or, without
+        one, from what the target says was mirrored (the offset map, the exactly-once progress), so
+        the first batch after a restart is checked like any other. Spark's own check
+        (``failOnDataLoss``) stays off: it also fires on normal events (a topic newly matched with a
+        log start above 0) and would stop the flow on every restart. Gaps inside a range
+        (compaction, transaction markers, aborted records) are not loss and are not looked at.
         """
         from confluent_kafka import TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
-        gaps = []
-        for r in results:
-            key = (r.topic, r.partition)
-            expected = self.next_offset.get(key)
-            if r.last_offset >= 0:
-                self.next_offset[key] = r.last_offset + 1
-            if expected is not None and r.first_offset > expected:
-                gaps.append((r.topic, r.partition, expected, r.first_offset))
-        if not gaps:
+        starts: dict[PartitionKey, tuple[int, int | None]]
+        if ranges is not None:
+            starts = {(r.topic, r.partition): (r.start, r.until) for r in ranges if r.until > r.start}
+        else:  # Spark's plan unreadable: where the last batch of this process ended (not durable)
+            starts = {key: (offset, None) for key, offset in self.next_offset.items() if key[0] in self.subscribed}
+        if not starts:
             return
-        request = {TopicPartition(t, p): OffsetSpec.earliest() for t, p, _e, _f in gaps}
+        request = {TopicPartition(t, p): OffsetSpec.earliest() for t, p in starts}
         try:
             result = self.clients.source_admin.list_offsets(request, request_timeout=30)
             earliest = {(tp.topic, tp.partition): fut.result().offset for tp, fut in result.items()}
-        except Exception as exc:  # noqa: BLE001 - the check is best effort, the data path is not
-            log.warning("flow=%s cannot check source log start offsets: %s", self.flow.name, exc)
+        except Exception as exc:  # noqa: BLE001 - the data path goes on; the next batch checks again
+            log.warning("flow=%s cannot check the source's log start offsets: %s", self.flow.name, exc)
             return
-        for topic, partition, expected, first in gaps:
-            start = earliest.get((topic, partition), -1)
-            if start > expected:
-                lost = min(start, first) - expected
-                self.progress.lost_on_source += lost
-                if self.metrics is not None:
-                    self.metrics.lost(topic, partition, lost)
-                log.error(
-                    "flow=%s %s[%d] offsets %d..%d were deleted on the source (retention) before they were "
-                    "mirrored: %d records lost; raise the source's retention or the mirror's throughput",
-                    self.flow.name,
-                    topic,
-                    partition,
-                    expected,
-                    min(start, first) - 1,
-                    lost,
-                )
+        gaps = {key: start for key, (start, _until) in starts.items() if earliest.get(key, -1) > start}
+        if gaps and plan.exactly_once:
+            # A batch that committed its transactions but not Spark's checkpoint is planned again from
+            # its old start: what the target's progress holds was mirrored.
+            gaps = self._after_progress(gaps, plan)
+        losses = []
+        for key, first in sorted(gaps.items()):
+            until = starts[key][1]
+            end = earliest[key] if until is None else min(earliest[key], until)
+            if end > first and (key, first) not in self._reported:
+                losses.append(SourceLoss(key[0], key[1], first, end))
+        for loss in losses:
+            self._reported.add(((loss.topic, loss.partition), loss.first_offset))
+            self.next_offset[(loss.topic, loss.partition)] = max(
+                self.next_offset.get((loss.topic, loss.partition), 0), loss.end_offset
+            )
+            self.progress.add_loss(loss)
+            if self.metrics is not None:
+                self.metrics.lost(loss.topic, loss.partition, loss.count)
+            log.error(
+                "flow=%s %s[%d] offsets %d..%d were deleted on the source (retention) before they were "
+                "mirrored: %d records lost; raise the source's retention or the mirror's throughput%s",
+                self.flow.name,
+                loss.topic,
+                loss.partition,
+                loss.first_offset,
+                loss.end_offset - 1,
+                loss.count,
+                " (sparkmirror.source.loss = fail: stopping the flow)" if self.flow.spark.source_loss == "fail" else "",
+            )
+        if losses and self.flow.spark.source_loss == "fail":
+            raise WriteError(
+                f"{SOURCE_LOSS_PREFIX} flow={self.flow.name} records expired on the source before they were "
+                f"mirrored: {', '.join(str(x) for x in losses)}. Nothing past the gap was copied; to go on, "
+                "set sparkmirror.source.loss = report (the gap stays reported) and run again",
+                terminal=True,
+            )
+
+    def _after_progress(self, gaps: dict[PartitionKey, int], plan: WritePlan) -> dict[PartitionKey, int]:
+        """``gaps`` with each start raised to the exactly-once progress committed on the target."""
+        remote = {self.topics.remote_name(t): t for t, _p in gaps}
+        committed = committed_offsets(
+            plan.consumer_config, plan.progress_group, [(self.topics.remote_name(t), p) for t, p in gaps]
+        )
+        out = dict(gaps)
+        for (r, p), offset in committed.items():
+            key = (remote[r], p)
+            out[key] = max(out[key], offset)
+        return out

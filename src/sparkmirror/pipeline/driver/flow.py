@@ -11,27 +11,45 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import FlowConfig
-from sparkmirror.core.naming import offset_map_topic, progress_group
+from sparkmirror.core.naming import lease_group, offset_map_topic, progress_group, topic_ids_group
 from sparkmirror.core.status import State
+from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.access import AccessDenied, classify, denied, principal
 from sparkmirror.kafka.acls import AclSync
 from sparkmirror.kafka.flowclients import FlowClients
-from sparkmirror.kafka.groups import committed_offsets
+from sparkmirror.kafka.groups import commit_offsets, committed_offsets
+from sparkmirror.kafka.lease import FlowLease, LeaseHeld
+from sparkmirror.kafka.topicids import TopicIds, TopicRecreated, source_topic_ids
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore
 from sparkmirror.offsets.syncs import OffsetSyncWriter
 from sparkmirror.pipeline.driver.batch import BatchHandler
 from sparkmirror.pipeline.driver.progress import FlowProgress, lag_from_progress, last_progress, partition_lags
-from sparkmirror.pipeline.driver.query import StartingOffsets, check_checkpoint_identity, start_query
+from sparkmirror.pipeline.driver.query import (
+    StartingOffsets,
+    check_checkpoint_identity,
+    checkpoint_dir,
+    checkpoint_exists,
+    start_query,
+)
 from sparkmirror.pipeline.driver.scheduler import Scheduler
 from sparkmirror.pipeline.driver.target import TargetPreparer
+from sparkmirror.pipeline.exceptions import (
+    TOPIC_RECREATED_PREFIX,
+    FlowFailed,
+    InstanceConflict,
+    TopicRecreatedError,
+    WriteError,
+)
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.status.reporter import StatusReporter
 
@@ -70,15 +88,56 @@ def write_plan(clients: FlowClients) -> WritePlan:
     )
 
 
+def take_lease(clients: FlowClients) -> FlowLease:
+    """The flow's lease on the target (one instance per flow); :class:`InstanceConflict` names the holder.
+
+    Its group's member owns the offset-map topic's partition, so that topic is made first.
+    """
+    flow = clients.flow
+    try:
+        OffsetMapStore(clients).ensure_topic()
+    except Exception as exc:
+        found = classify(str(exc))
+        if found is None:
+            raise
+        raise denied(
+            *found,
+            flow=flow.name,
+            cluster=flow.target,
+            who=principal(clients.target_admin_config),
+            operation="create the internal topics",
+        ) from None
+    lease = FlowLease(
+        clients.target_consumer,
+        flow=flow.name,
+        group=lease_group(flow.source, flow.target),
+        topic=offset_map_topic(flow.source),
+    )
+    try:
+        lease.acquire(clients.target_admin_config)
+    except LeaseHeld as exc:
+        raise InstanceConflict(str(exc)) from None
+    return lease
+
+
 class Flow:
     """The parts of one flow, its Spark query and its periodic chores."""
 
     def __init__(
-        self, spark: SparkSession, flow: FlowConfig, *, once: bool, metrics: MirrorMetrics | None = None
+        self,
+        spark: SparkSession,
+        flow: FlowConfig,
+        *,
+        once: bool,
+        reset_topics: frozenset[str] = frozenset(),
+        lease: FlowLease | None = None,
+        metrics: MirrorMetrics | None = None,
     ) -> None:
         self.spark = spark
         self.flow = flow
         self.once = once
+        #: ``run --reset-topic``: re-created source topics to mirror from their beginning (first start only).
+        self.reset_topics = reset_topics
         #: Set on a stop request: the next batch is abandoned, not started.
         self.stop_requested = threading.Event()
         self.progress = FlowProgress(flow.name)
@@ -90,6 +149,12 @@ class Flow:
         self.checkpoints = CheckpointEmitter(
             clients, self.store, internal_groups=frozenset({progress_group(flow.source, flow.target)})
         )
+        self.topic_ids = TopicIds(
+            flow=flow.name,
+            consumer_conf=clients.target_consumer,
+            group=topic_ids_group(flow.source, flow.target),
+            remote_name=self.topics.remote_name,
+        )
         self.target = TargetPreparer(clients, self.topics, self.store, self.syncs, self.checkpoints)
         self.batches = BatchHandler(
             spark,
@@ -100,6 +165,7 @@ class Flow:
             syncs=self.syncs,
             progress=self.progress,
             stop=self.stop_requested,
+            on_offsets_backwards=self._offsets_went_backwards,
         )
         self.metrics = metrics.flow(flow.source, flow.target, self.topics.remote_name) if metrics else None
         self.batches.metrics = self.metrics
@@ -110,6 +176,10 @@ class Flow:
         self.query: StreamingQuery | None = None
         #: The query ended without error (``--once``), or stopped on request.
         self.finished = False
+        #: The terminal error that stopped this flow (the other flows go on); ``None`` while it runs.
+        self.failure: SparkMirrorError | None = None
+        #: The flow's lease on the target, held from the first start to close.
+        self.lease: FlowLease | None = lease
         self._prepared = False
 
     @property
@@ -133,6 +203,7 @@ class Flow:
                 self._step("target", "read the checkpoints topic")
                 self.checkpoints.restore()
             self._prepared = True
+        self._hold_lease()  # before the fencing: a second instance must not fence the first
         self._step("source", "list and describe the source topics")
         topics = self.topics.source_topics()
         if flow.exactly_once:
@@ -147,6 +218,7 @@ class Flow:
         self.store.load()
         self._step("target", "create or alter the remote topics")
         self.target.remote_topics(topics, configs=flow.sync_topic_configs_enabled)
+        self.check_topic_ids(topics)  # recorded on the remote topics: after they exist
         if self.once and flow.sync_topic_acls_enabled:
             self.acls.sync()  # --once schedules no chores: the ACLs are copied once, here
         self._step("source", "read the source topics")
@@ -158,6 +230,70 @@ class Flow:
         """Say the flow's state on its target (and in the metrics)."""
         p = self.progress
         self.status.report(state, error=error, records=p.records, restarts=p.restarts)
+
+    def check_topic_ids(self, topics: Iterable[str]) -> None:
+        """Stop the flow (:class:`TopicRecreatedError`) if a source topic is not the one mirrored so far;
+        on the first start, ``--reset-topic`` makes a re-created topic start again from its beginning."""
+        current = source_topic_ids(self.clients.source_admin, topics)
+        if self.reset_topics:
+            self._reset(current)
+        try:
+            self.topic_ids.check(current)
+        except TopicRecreated as exc:
+            raise TopicRecreatedError(str(exc)) from None
+
+    def _reset(self, current: dict[str, str]) -> None:
+        """Forget the old topics' positions (offset map, exactly-once progress, Spark's checkpoint) and
+        record the new ids: the next query reads those topics from their beginning, the others from what
+        the target says was mirrored."""
+        requested, self.reset_topics = self.reset_topics, frozenset()
+        recorded = self.topic_ids.recorded(requested & set(current))
+        reset = {t: current[t] for t in sorted(requested) if t in recorded and recorded[t] != current[t]}
+        for topic in sorted(requested - set(reset)):
+            log.warning(
+                "flow=%s --reset-topic %s: not a re-created topic of this flow; nothing reset", self.flow.name, topic
+            )
+        if not reset:
+            return
+        location = checkpoint_dir(self.flow)
+        if "://" in location and not location.startswith("file:"):
+            raise FlowFailed(
+                f"flow={self.flow.name} --reset-topic needs the flow's Spark checkpoint removed, and {location} is "
+                "not local: delete it, then run with --reset-topic again"
+            )
+        for topic, topic_id in reset.items():
+            self.store.forget_topic(topic)
+            if self.flow.exactly_once:
+                md = self.clients.source_admin.list_topics(topic, timeout=30).topics[topic]
+                remote = self.topics.remote_name(topic)
+                commit_offsets(
+                    self.batches.plan.consumer_config,
+                    self.batches.plan.progress_group,
+                    {(remote, p): 0 for p in md.partitions},
+                )
+            self.topic_ids.record({topic: topic_id})
+            log.warning(
+                "flow=%s --reset-topic %s: the re-created topic (id %s) is mirrored from its beginning into %s, "
+                "after the old topic's records",
+                self.flow.name,
+                topic,
+                topic_id,
+                self.topics.remote_name(topic),
+            )
+        # Spark's checkpoint holds the old topic's offsets; without it every topic resumes from the target.
+        shutil.rmtree(location.removeprefix("file:"), ignore_errors=True)
+
+    def _offsets_went_backwards(self, topics: set[str]) -> None:
+        """Spark planned a range that ends before it starts: the topic may have been re-created."""
+        try:
+            self.check_topic_ids(topics)
+        except TopicRecreatedError as exc:
+            raise WriteError(f"{TOPIC_RECREATED_PREFIX} {exc}", terminal=True) from None
+
+    def _hold_lease(self) -> None:
+        """Take the flow's lease once (one instance per flow); refuse, naming the holder, if another has it."""
+        if self.lease is None:
+            self.lease = take_lease(self.clients)
 
     # -- access ---------------------------------------------------------------
     def _step(self, side: str, operation: str) -> None:
@@ -234,6 +370,11 @@ class Flow:
 
     def poll(self) -> None:
         """While the query runs: its lag, and the chores that are due."""
+        if self.lease is not None and self.lease.lost.is_set():
+            raise InstanceConflict(
+                f"flow={self.flow.name} lost its lease (group {self.lease.group} on {self.flow.target}): it was cut "
+                "off from the target longer than the lease's session and another instance may run the flow now"
+            )
         if self.query is not None:
             self.progress.lag = lag_from_progress(last_progress(self.query))
         self.scheduler.run_due()
@@ -251,7 +392,8 @@ class Flow:
                 self.finished = True
             return
         self.batches.plan = self.target.fit_writer(self.batches.plan, topics)
-        starting = self._progress_offsets(topics) if self.flow.exactly_once else None
+        # Used by Spark only when the flow has no checkpoint: the target says where each partition stands.
+        starting = self._progress_offsets(topics) if self.flow.exactly_once else self._mirrored_offsets(topics)
         self.query = start_query(
             self.spark, self.clients, topics, self.batches, once=self.once, starting_offsets=starting
         )
@@ -272,6 +414,29 @@ class Flow:
         out: StartingOffsets = {t: {str(p): -2 for p in range(n)} for t, n in topics.items()}
         for (r, p), offset in committed.items():
             out[remote[r]][str(p)] = offset
+        return out
+
+    def _mirrored_offsets(self, topics: dict[str, int]) -> StartingOffsets:
+        """Spark ``startingOffsets`` from the offset map (at-least-once): one past the last mirrored
+        record of each partition, -2 (earliest) where nothing was mirrored.
+
+        Segments are durable before Spark commits a batch, so the map is never behind the checkpoint:
+        a flow started without its checkpoint (another directory, a lost disk) copies no record twice.
+        """
+        out: StartingOffsets = {t: {str(p): -2 for p in range(n)} for t, n in topics.items()}
+        for (topic, partition), (upstream, _downstream, count) in self.store.tails().items():
+            if topic in out and str(partition) in out[topic]:
+                out[topic][str(partition)] = upstream + count
+        if not checkpoint_exists(self.flow):
+            resumed = sum(1 for parts in out.values() for o in parts.values() if o >= 0)
+            log.info(
+                "flow=%s no Spark checkpoint at %s: resuming %d partitions from the offset map on %s, the "
+                "others from their earliest offset",
+                self.flow.name,
+                checkpoint_dir(self.flow),
+                resumed,
+                self.flow.target,
+            )
         return out
 
     def stop_query(self, timeout_s: float = 30.0) -> None:
@@ -303,11 +468,13 @@ class Flow:
             topics = self.topics.source_topics()
             if topics:
                 self.target.remote_topics(topics, configs=self.flow.sync_topic_configs_enabled)
+                self.check_topic_ids(topics)
                 self._start_query(topics)
             return
         if not self.flow.refresh_topics_enabled:
             return
         topics = self.topics.source_topics()
+        self.check_topic_ids(set(topics) & set(self.subscribed))
         if set(topics) == set(self.subscribed):
             return
         added = sorted(set(topics) - set(self.subscribed))
@@ -319,6 +486,7 @@ class Flow:
             ", ".join(removed) or "-",
         )
         self.target.remote_topics(topics, configs=self.flow.sync_topic_configs_enabled)
+        self.check_topic_ids(added)
         self.stop_query()
         self._start_query(topics)
 
@@ -379,6 +547,9 @@ class Flow:
         """
         self.stop_requested.set()
         self.stop_query()
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
         if self.status.state != "failed":
             self.report("stopped")
         self.status.close()

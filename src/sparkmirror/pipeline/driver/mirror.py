@@ -9,12 +9,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparkmirror.config.model import MirrorConfig
+from sparkmirror.errors import ConfigError
 from sparkmirror.heartbeats.emitter import HeartbeatEmitter
+from sparkmirror.kafka.access import AccessDenied
 from sparkmirror.kafka.flowclients import ClusterClients, FlowClients
-from sparkmirror.pipeline.driver.flow import Flow
+from sparkmirror.kafka.lease import FlowLease
+from sparkmirror.pipeline.driver.flow import Flow, take_lease
 from sparkmirror.pipeline.driver.scheduler import Scheduler
+from sparkmirror.pipeline.driver.startup import wait_for_clusters
 from sparkmirror.pipeline.driver.supervisor import FlowSupervisor
-from sparkmirror.pipeline.exceptions import FlowFailed
+from sparkmirror.pipeline.exceptions import FlowFailed, SourceLossError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,11 +41,14 @@ class Mirror:
         once: bool = False,
         master: str | None = None,
         spark_conf: dict[str, str] | None = None,
+        reset_topics: frozenset[str] = frozenset(),
     ) -> None:
         if not config.flows:
             raise FlowFailed("no enabled flow to run (set e.g. A->B.enabled = true)")
         self.config = config
         self.once = once
+        #: ``run --reset-topic``: re-created source topics to mirror again from their beginning.
+        self.reset_topics = reset_topics
         first = config.flows[0].spark
         self.master = master or first.master
         self.spark_conf = {**first.spark_conf(reveal_secrets=True), **(spark_conf or {})}
@@ -76,6 +83,11 @@ class Mirror:
         """
         from sparkmirror.pipeline.session import build_session
 
+        timeout = self.config.spark.startup_timeout_ms
+        if not wait_for_clusters(self.config.flows, timeout_ms=timeout, stop=self._stop):
+            return self.runners  # asked to stop while waiting
+        # Before Spark starts: a second instance refuses in seconds, naming the first.
+        leases = self._take_leases()
         settings = self.config.spark
         if settings.metrics_port is not None:
             from sparkmirror.metrics.exporter import MirrorMetrics
@@ -100,28 +112,79 @@ class Mirror:
                 chores.every("progress", interval, lambda: on_progress(self.runners))
             for config in self.config.flows:
                 log.info("flow=%s mode=%s", config.name, "exactly-once" if config.exactly_once else "at-least-once")
-                flow = Flow(spark, config, once=self.once, metrics=self.metrics)
+                flow = Flow(
+                    spark,
+                    config,
+                    once=self.once,
+                    reset_topics=self.reset_topics,
+                    lease=leases.pop(config.name),
+                    metrics=self.metrics,
+                )
                 supervisor = FlowSupervisor(flow)
                 self.runners.append(flow)
                 self.supervisors.append(supervisor)
                 if self._stop.is_set():
                     flow.stop_requested.set()
-                supervisor.start()
+                self._guarded(supervisor, supervisor.start)
             while not self._stop.is_set():
                 chores.run_due()
                 for s in self.supervisors:
-                    s.poll()
-                if self.once and all(f.finished for f in self.runners):
+                    if s.flow.failure is None:
+                        self._guarded(s, s.poll)
+                if all(f.failure is not None for f in self.runners):
+                    break
+                if self.once and all(f.finished or f.failure is not None for f in self.runners):
                     break
                 self._stop.wait(_POLL_S)
         finally:
             for s in self.supervisors:
                 s.stop()
+            for lease in leases.values():  # flows that never started
+                lease.release()
             if heartbeats is not None:
                 heartbeats.close()
             if self.metrics is not None:
                 self.metrics.close()
+        errors = [f.failure for f in self.runners if f.failure is not None]
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            kind = SourceLossError if all(isinstance(e, SourceLossError) for e in errors) else FlowFailed
+            raise kind(f"{len(errors)} flows stopped: " + "; ".join(str(e) for e in errors))
         return self.runners
+
+    def _take_leases(self) -> dict[str, FlowLease]:
+        """Every flow's lease, or none (releasing those taken when one is refused)."""
+        leases: dict[str, FlowLease] = {}
+        try:
+            for config in self.config.flows:
+                clients = FlowClients(config)
+                leases[config.name] = take_lease(clients)
+                clients.close()
+        except BaseException:
+            for lease in leases.values():
+                lease.release()
+            raise
+        return leases
+
+    def _guarded(self, supervisor: FlowSupervisor, step: Callable[[], None]) -> None:
+        """Run a supervisor step; a terminal error stops that flow only, unless
+        ``sparkmirror.stop.on.flow.failure = true`` (then it ends the run, as before)."""
+        flow = supervisor.flow
+        try:
+            step()
+        except (FlowFailed, ConfigError, AccessDenied) as exc:
+            if self.config.spark.stop_on_flow_failure:
+                raise
+            flow.failure = exc
+            others = [f.flow.name for f in self.runners if f is not flow and f.failure is None]
+            log.error(
+                "flow=%s stopped: %s%s",
+                flow.flow.name,
+                exc,
+                f"; {', '.join(others)} go on (sparkmirror.stop.on.flow.failure = false)" if others else "",
+            )
+            supervisor.stop()
 
     def _heartbeats(self) -> HeartbeatEmitter | None:
         flows = [f for f in self.config.flows if f.emit_heartbeats_enabled]

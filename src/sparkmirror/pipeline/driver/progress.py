@@ -20,6 +20,24 @@ if TYPE_CHECKING:
 ProgressJson = Mapping[str, object]
 
 
+@dataclass(frozen=True)
+class SourceLoss:
+    """Records of one source partition that expired (retention, ``delete_records``) before they were
+    mirrored: offsets ``[first_offset, end_offset)``."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    end_offset: int
+
+    @property
+    def count(self) -> int:
+        return self.end_offset - self.first_offset
+
+    def __str__(self) -> str:
+        return f"{self.topic}[{self.partition}] offsets {self.first_offset}..{self.end_offset - 1} ({self.count:,})"
+
+
 @dataclass
 class FlowProgress:
     """Counters of one flow; updated from Spark's stream thread, read by the reporter."""
@@ -31,7 +49,10 @@ class FlowProgress:
     dead_lettered: int = 0
     lag: int | None = None
     restarts: int = 0
+    #: Records lost on the source (expired before they were mirrored), in total and per gap
+    #: (:attr:`losses`); the metric ``sparkmirror_records_lost_total`` reads them.
     lost_on_source: int = 0
+    losses: list[SourceLoss] = field(default_factory=list)
     per_topic: dict[str, int] = field(default_factory=dict)
     #: How the last batch was read: "direct" (the tasks read Spark's planned ranges) or "spark".
     reader: str = ""
@@ -48,6 +69,20 @@ class FlowProgress:
                 self.bytes += r.bytes
                 self.dead_lettered += r.dead_lettered
                 self.per_topic[r.topic] = self.per_topic.get(r.topic, 0) + r.records
+
+    def add_loss(self, loss: SourceLoss) -> None:
+        with self._lock:
+            self.losses.append(loss)
+            self.lost_on_source += loss.count
+
+    def lost_per_partition(self) -> dict[tuple[str, int], int]:
+        """Records lost on the source per (topic, partition), for metrics."""
+        with self._lock:
+            out: dict[tuple[str, int], int] = {}
+            for loss in self.losses:
+                key = (loss.topic, loss.partition)
+                out[key] = out.get(key, 0) + loss.count
+            return out
 
     def rate(self) -> float:
         now = time.monotonic()

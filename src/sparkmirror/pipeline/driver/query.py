@@ -30,6 +30,15 @@ def checkpoint_dir(flow: FlowConfig) -> str:
     return str((base / f"{flow.source}-to-{flow.target}").absolute())
 
 
+def checkpoint_exists(flow: FlowConfig) -> bool:
+    """Whether the flow's Spark checkpoint holds a committed batch (True when it cannot be told: not local)."""
+    location = checkpoint_dir(flow)
+    if "://" in location and not location.startswith("file:"):
+        return True
+    commits = Path(location.removeprefix("file:")) / "commits"
+    return commits.is_dir() and any(commits.iterdir())
+
+
 def start_query(
     spark: SparkSession,
     clients: FlowClients,
@@ -57,8 +66,8 @@ def start_query(
         .option("failOnDataLoss", "false")
     )
     if starting_offsets is not None:
-        # Used only when there is no checkpoint (exactly-once: the target's progress says where
-        # the flow stands, not Spark's checkpoint).
+        # Used only when there is no checkpoint: the target's progress (exactly-once) or offset map
+        # (at-least-once) says where the flow stands.
         reader = reader.option("startingOffsets", json.dumps(starting_offsets))
     if flow.spark.batch_max_records:
         reader = reader.option("maxOffsetsPerTrigger", str(flow.spark.batch_max_records))

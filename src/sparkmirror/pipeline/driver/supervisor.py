@@ -18,7 +18,14 @@ import time
 from sparkmirror.errors import ConfigError
 from sparkmirror.kafka.access import AccessDenied
 from sparkmirror.pipeline.driver.flow import CONFIG_SYNC, REFRESH, Flow
-from sparkmirror.pipeline.exceptions import FlowFailed, terminal_message
+from sparkmirror.pipeline.exceptions import (
+    SOURCE_LOSS_PREFIX,
+    TOPIC_RECREATED_PREFIX,
+    FlowFailed,
+    SourceLossError,
+    TopicRecreatedError,
+    terminal_message,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +48,29 @@ class FlowSupervisor:
         self._restart_at: float | None = None
 
     def start(self) -> None:
+        """The first start; a failure retrying can fix (a cluster that went away since the run's start
+        check) is tried again after the back-off, as a failed restart is."""
         try:
-            self.flow.start()
+            self._start_once()
         except (FlowFailed, ConfigError, AccessDenied) as exc:
             self.flow.report("failed", str(exc))
             raise
-        except Exception as exc:
+
+    def _start_once(self) -> None:
+        try:
+            self.flow.start()
+        except (FlowFailed, ConfigError, AccessDenied):
+            raise
+        except Exception as exc:  # noqa: BLE001 - transient by assumption; logged each time
             denied = self.flow.access_denied(str(exc))
             if denied is not None:
-                self.flow.report("failed", str(denied))
                 raise denied from None
-            raise
+            delay = self._failed()
+            error = f"{type(exc).__name__}: {first_line(str(exc))}"
+            self.flow.report("restarting", error)
+            log.warning("flow=%s cannot start: %s; trying again in %ds", self.flow.flow.name, error, delay)
+            self._give_up_once(str(exc))
+            self._restart_at = time.monotonic() + delay
 
     def request_stop(self) -> None:
         self.flow.stop_requested.set()
@@ -113,6 +132,10 @@ class FlowSupervisor:
             return
         terminal = terminal_message(text)
         if terminal is not None:
+            if terminal.startswith(SOURCE_LOSS_PREFIX):
+                raise SourceLossError(terminal.removeprefix(SOURCE_LOSS_PREFIX).strip())
+            if terminal.startswith(TOPIC_RECREATED_PREFIX):
+                raise TopicRecreatedError(terminal.removeprefix(TOPIC_RECREATED_PREFIX).strip())
             raise FlowFailed(terminal)
         denied = flow.access_denied(text, query=True)
         if denied is not None:

@@ -62,6 +62,7 @@ class TargetPreparer:
                     flow.dead_letter_topic,
                     replication_factor=flow.replication_factor,
                     purpose=f"dead-letter topic of flow {flow.name}",
+                    key="replication.factor",
                 )
             except InternalTopicError as exc:
                 # Refused by the target (ACLs, a policy): records would have nowhere to go.

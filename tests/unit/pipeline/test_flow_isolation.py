@@ -1,0 +1,49 @@
+"""One flow's terminal error stops that flow only, unless sparkmirror.stop.on.flow.failure (no Spark, no Kafka)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from sparkmirror.config import load_config
+from sparkmirror.pipeline.driver.mirror import Mirror
+from sparkmirror.pipeline.exceptions import FlowFailed
+
+CONFIG = """\
+clusters = A, B
+A.bootstrap.servers = 127.0.0.1:1
+B.bootstrap.servers = 127.0.0.1:2
+A->B.enabled = true
+B->A.enabled = true
+"""
+
+
+def _mirror(extra: str = "") -> tuple[Mirror, list[SimpleNamespace], list[str]]:
+    mirror = Mirror(load_config(CONFIG + extra))
+    flows = [SimpleNamespace(flow=SimpleNamespace(name=n), failure=None) for n in ("A->B", "B->A")]
+    mirror.runners = flows  # type: ignore[assignment]
+    return mirror, flows, []
+
+
+def _supervisor(flow: SimpleNamespace, stopped: list[str]) -> SimpleNamespace:
+    return SimpleNamespace(flow=flow, stop=lambda: stopped.append(flow.flow.name))
+
+
+def _fail() -> None:
+    raise FlowFailed("flow=A->B t[0] offset=3: refused")
+
+
+def test_a_terminal_error_stops_that_flow_only() -> None:
+    mirror, flows, stopped = _mirror()
+    mirror._guarded(_supervisor(flows[0], stopped), _fail)  # type: ignore[arg-type]
+    assert isinstance(flows[0].failure, FlowFailed)
+    assert flows[1].failure is None
+    assert stopped == ["A->B"]
+
+
+def test_stop_on_flow_failure_stops_the_run() -> None:
+    mirror, flows, stopped = _mirror("sparkmirror.stop.on.flow.failure = true\n")
+    with pytest.raises(FlowFailed):
+        mirror._guarded(_supervisor(flows[0], stopped), _fail)  # type: ignore[arg-type]
+    assert stopped == []

@@ -1,5 +1,7 @@
-"""A target broker SIGKILLed mid-stream and restarted: the mirror waits and recovers by itself, nothing is
-lost.
+"""Brokers SIGKILLed mid-stream: the mirror waits and recovers by itself, nothing is lost.
+
+A target broker killed and restarted, the whole target down for 30 s, and (exactly-once, no
+duplicates either) a source broker killed and restarted.
 
 The target is a 3-broker cluster (replication factor 3, ``min.insync.replicas=2``), started for this
 module only; the source is the session's cluster A. While 20,000 records are produced to A over
@@ -177,3 +179,56 @@ def test_whole_target_down_30s_mid_stream_loses_nothing(
         assert first == source, f"partition {p}: {len(set(source) - set(mirrored))} records lost"
         duplicates += len(mirrored) - len(first)
     print(f"whole target down 30 s: 0 lost, {duplicates} duplicates (at least once)")
+
+
+def test_source_broker_killed_mid_stream_exactly_once_loses_and_duplicates_nothing(
+    bootstraps, spark, three_brokers: tuple[DevClusters, str], tmp_path: Path
+) -> None:
+    """The 3-broker cluster as the source: the leader of source partition 0 is SIGKILLed mid-stream and
+    started again 10 s later. The mirror (exactly-once) reads from the new leader; the target holds
+    every source record exactly once, in order."""
+    clusters, source = three_brokers
+    topic = unique("srckill")
+    remote = f"A.{topic}"
+    create_topics(source, {topic: PARTITIONS})
+    cfg = write_config(
+        tmp_path / "mm2.properties", source, bootstraps["B"], checkpoints=tmp_path / "ckpt",
+        extra=f"A->B.topics = {topic}\nsparkmirror.exactly.once = true\n",
+    )  # fmt: skip
+    mirror = Mirror(load_config(cfg))
+    runner = threading.Thread(target=mirror.run, daemon=True)
+    errors: list[object] = []
+    producer = threading.Thread(target=_produce, args=(source, topic, errors), daemon=True)
+    runner.start()
+    producer.start()
+    try:
+        wait_for(
+            lambda: sum(_ends(bootstraps["B"], remote).values()) > 2_000,
+            timeout_s=120,
+            what="the mirror to be copying",
+            interval_s=0.5,
+        )
+        leader = admin(source).list_topics(topic, timeout=30).topics[topic].partitions[0].leader
+        clusters.kill_broker("T", leader)
+        time.sleep(10)
+        clusters.restart_broker("T", leader)
+        producer.join(120)
+        assert not errors, errors[:3]
+        # Committed records, not end offsets: those count the transactions' markers too.
+        wait_for(
+            lambda: sum(len(read_partition(bootstraps["B"], remote, p)) for p in range(PARTITIONS)) >= RECORDS,
+            timeout_s=240,
+            what="every record on the target",
+            interval_s=5,
+        )
+        assert mirror.runners[0].failure is None
+    finally:
+        mirror.request_stop()
+        runner.join(120)
+    for p in range(PARTITIONS):
+        expected = [r.value for r in read_partition(source, topic, p)]
+        mirrored = [r.value for r in read_partition(bootstraps["B"], remote, p)]  # read_committed
+        assert mirrored == expected, (
+            f"partition {p}: {len(set(expected) - set(mirrored))} lost, {len(mirrored) - len(set(mirrored))} duplicates"
+        )
+    print(f"source broker {leader} killed and restarted (exactly-once): 0 lost, 0 duplicates")

@@ -3,10 +3,10 @@
 A target broker killed and restarted, the whole target down for 30 s, and (exactly-once, no
 duplicates either) a source broker killed and restarted.
 
-The target is a 3-broker cluster (replication factor 3, ``min.insync.replicas=2``), started for this
-module only; the source is the session's cluster A. While 20,000 records are produced to A over
-about 20 s, the broker leading the remote topic's partition 0 is killed with SIGKILL, then started
-again 10 s later. Afterwards every source record is on the target, and per partition the first
+A 3-broker cluster (replication factor 3, ``min.insync.replicas=2``) is started for this module
+only: the target of the first two tests (the source is the session's cluster A), the source of the
+third (the target is B). While 20,000 records are produced over about 20 s, brokers are killed with
+SIGKILL and started again. Afterwards every source record is on the target, and per partition the first
 occurrences keep the source order (duplicates are allowed at least once; their number is printed).
 """
 

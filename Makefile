@@ -36,7 +36,7 @@ setup: install
 demo: setup
 	$(BIN)/sparkmirror demo
 
-# promtool validates the Prometheus alert rules in docs/ (tests/unit/metrics): Debian's
+# promtool validates the Prometheus alert rules in docs/ (tests/integration/test_alert_rules.py): Debian's
 # `prometheus` package has it; installed here when missing (root, or sudo).
 tools:
 	@command -v promtool >/dev/null 2>&1 || { \

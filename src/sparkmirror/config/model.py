@@ -48,10 +48,12 @@ ClientProps = Mapping[str, str | SecretStr]
 
 # A key is secret when it names a credential: passwords and passphrases, anything "secret",
 # JAAS configs (they embed passwords), Schema Registry's basic.auth.user.info, private keys
-# (ssl.keystore.key, *.private.key*), cloud storage keys (fs.s3a.access.key, Azure's
-# fs.azure.account.key.<account>...), and tokens/credentials given inline.
+# (ssl.keystore.key, ssl.key.pem, *.private.key*), cloud storage keys (fs.s3a.access.key, Azure's
+# fs.azure.account.key.<account>...), SASL/OAUTHBEARER settings that embed credentials
+# (sasl.oauthbearer.config), and tokens/credentials given inline.
 _SECRET_KEY = re.compile(
-    r"password|passphrase|secret|jaas\.config|user\.info|private\.key|account\.key|(^|\.)key$|token$|credentials?$",
+    r"password|passphrase|secret|jaas\.config|user\.info|private\.key|account\.key|(^|\.)key$|key\.pem$|"
+    r"oauthbearer\.config$|token$|credentials?$",
     re.IGNORECASE,
 )
 

@@ -204,10 +204,24 @@ class FlowClients:
 
     def authentication_failure(self) -> tuple[str, str] | None:
         """``("source" | "target", what librdkafka said)`` when a cluster refused to authenticate an
-        admin client of this flow; None otherwise."""
+        admin client of this flow; None otherwise.
+
+        A report is confirmed before it is believed: it is forgotten and the cluster asked again, so a
+        passing refusal (a token endpoint briefly away) does not make every later failure terminal.
+        """
         self._admins.poll()  # librdkafka hands errors to error_cb only when polled
         failures = self._admins.authentication_failures
-        return next(((side, failures[side]) for side in ("source", "target") if side in failures), None)
+        for side in [s for s in ("source", "target") if s in failures]:
+            failures.pop(side, None)
+            admin = self.source_admin if side == "source" else self.target_admin
+            try:
+                admin.list_topics(timeout=5)
+            except Exception:  # noqa: BLE001 - refused again, or away: error_cb tells which
+                pass
+            self._admins.poll()
+            if side in failures:
+                return side, failures[side]
+        return None
 
     def close(self) -> None:
         """Let go of the admin clients, when the flow's work is over (made again if asked for)."""

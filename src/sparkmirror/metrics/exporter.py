@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
 
 from sparkmirror.core.status import STATES
+from sparkmirror.errors import ConfigError
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -135,7 +136,13 @@ class MirrorMetrics:
         """Serve ``/metrics`` on ``host:port`` from a daemon thread."""
         from prometheus_client import start_http_server
 
-        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        try:
+            self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            raise ConfigError(
+                f"sparkmirror.metrics.port: cannot serve metrics on {host}:{port}: {exc.strerror or exc}",
+                key="sparkmirror.metrics.port",
+            ) from None
         log.info("metrics at http://%s:%d/metrics", host or "0.0.0.0", port)
 
     def close(self) -> None:

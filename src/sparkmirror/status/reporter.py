@@ -52,6 +52,7 @@ class StatusReporter:
             replication_factor=self.flow.offset_syncs_topic_replication_factor,
             config=COMPACTED,
             purpose="the last reported status of each flow into this cluster",
+            key="offset-syncs.topic.replication.factor",
         )
         self._topic_ready = True
 

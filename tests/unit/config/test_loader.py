@@ -533,6 +533,8 @@ sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule requi
     username="u" password="{PASSWORD}";
 A.ssl.key.password = {PASSWORD}
 A.ssl.keystore.key = {PASSWORD}
+A.ssl.key.pem = -----BEGIN PRIVATE KEY-----{PASSWORD}
+A.sasl.oauthbearer.config = scope=x principal=y secret={PASSWORD}
 B.producer.ssl.truststore.password = {PASSWORD}
 A->B.consumer.sasl.oauthbearer.client.credentials.client.secret = {PASSWORD}
 A->B.target.admin.basic.auth.user.info = u:{PASSWORD}

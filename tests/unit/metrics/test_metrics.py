@@ -105,3 +105,18 @@ def test_every_exported_metric_is_explained_in_the_operations_guide() -> None:
     histogram_parts = {f"sparkmirror_batch_duration_seconds{s}" for s in ("_bucket", "_count", "_sum")}
     unknown = used - set(METRIC_NAMES) - histogram_parts
     assert not unknown, unknown
+
+
+def test_a_metrics_port_in_use_is_a_configuration_error_naming_the_key() -> None:
+    import socket
+
+    import pytest
+
+    from sparkmirror.errors import ConfigError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match="sparkmirror.metrics.port: cannot serve metrics on 127.0.0.1"):
+            MirrorMetrics().serve("127.0.0.1", port)

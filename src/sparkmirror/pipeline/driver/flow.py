@@ -195,10 +195,13 @@ class Flow:
             self._check_authentication("source")
             self._step("target", "describe the cluster")
             self._check_authentication("target")
+            # First on the target, so that what stops or delays the flow from here on is reported
+            # to `sparkmirror status` (not the previous run's state).
+            self._step("target", "create the status topic")
+            self.status.ensure_topic()
             check_checkpoint_identity(self.clients)
             self._step("target", "create the internal topics")
             self.target.internal_topics()
-            self.status.ensure_topic()
             if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
                 self._step("target", "read the checkpoints topic")
                 self.checkpoints.restore()

@@ -86,14 +86,14 @@ class Mirror:
         timeout = self.config.spark.startup_timeout_ms
         if not wait_for_clusters(self.config.flows, timeout_ms=timeout, stop=self._stop):
             return self.runners  # asked to stop while waiting
-        # Before Spark starts: a second instance refuses in seconds, naming the first.
-        leases = self._take_leases()
         settings = self.config.spark
-        if settings.metrics_port is not None:
+        if settings.metrics_port is not None:  # first: a port in use refuses before anything is held
             from sparkmirror.metrics.exporter import MirrorMetrics
 
             self.metrics = MirrorMetrics()
             self.metrics.serve(settings.metrics_host, settings.metrics_port)
+        # Before Spark starts: a second instance refuses in seconds, naming the first.
+        leases = self._take_leases()
         ours = signal.getsignal(signal.SIGINT)
         self.spark = spark = build_session(self.master, self.spark_conf)
         if callable(ours) and ours is not signal.default_int_handler and signal.getsignal(signal.SIGINT) is not ours:

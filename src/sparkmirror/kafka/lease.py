@@ -74,6 +74,10 @@ def _lock_path(group: str, bootstrap: str) -> str:
     return os.path.join(tempfile.gettempdir(), "sparkmirror-leases", f"{group}-{digest}.lock")
 
 
+#: Seconds a release waits for the lease's member to close.
+CLOSE_WAIT_S = 10.0
+
+
 class FlowLease:
     """The lease of one flow; :meth:`acquire` once, :meth:`release` at the end."""
 
@@ -242,6 +246,28 @@ class FlowLease:
         self._owned.clear()
         self.lost.set()
 
+    def _close(self, consumer: Consumer) -> None:
+        """Close the member, waiting at most :data:`CLOSE_WAIT_S`: after a target outage librdkafka's
+        close can wait on a coordinator for minutes, and a stop must not. A member left open is
+        dropped by the brokers at the end of its session, as a killed holder's is."""
+
+        def close() -> None:
+            try:
+                consumer.close()
+            except Exception as exc:  # noqa: BLE001 - closing after the cluster went away
+                log.debug("flow=%s closing the lease consumer: %s", self.flow, exc)
+
+        closer = threading.Thread(target=close, name=f"lease close {self.flow}", daemon=True)
+        closer.start()
+        closer.join(CLOSE_WAIT_S)
+        if closer.is_alive():
+            log.warning(
+                "flow=%s the lease's member did not close within %.0fs; the target drops it after its %d s session",
+                self.flow,
+                CLOSE_WAIT_S,
+                SESSION_TIMEOUT_MS // 1000,
+            )
+
     def release(self) -> None:
         """Close the member; it stays listed until its session ends (a static member does not leave):
         the next instance on this host takes its place at once, one elsewhere after the session."""
@@ -250,10 +276,7 @@ class FlowLease:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5)
         if consumer is not None:
-            try:
-                consumer.close()
-            except Exception as exc:  # noqa: BLE001 - closing after the cluster went away
-                log.debug("flow=%s closing the lease consumer: %s", self.flow, exc)
+            self._close(consumer)
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
             os.close(fd)  # releases the host's lock

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 
 from sparkmirror.errors import ConfigError
 from sparkmirror.kafka.access import AccessDenied
@@ -50,57 +51,47 @@ class FlowSupervisor:
     def start(self) -> None:
         """The first start; a failure retrying can fix (a cluster that went away since the run's start
         check) is tried again after the back-off, as a failed restart is."""
-        try:
-            self._start_once()
-        except (FlowFailed, ConfigError, AccessDenied) as exc:
-            self.flow.report("failed", str(exc))
-            raise
-
-    def _start_once(self) -> None:
-        try:
-            self.flow.start()
-        except (FlowFailed, ConfigError, AccessDenied):
-            raise
-        except Exception as exc:  # noqa: BLE001 - transient by assumption; logged each time
-            denied = self.flow.access_denied(str(exc))
-            if denied is not None:
-                raise denied from None
-            delay = self._failed()
-            error = f"{type(exc).__name__}: {first_line(str(exc))}"
-            self.flow.report("restarting", error)
-            log.warning("flow=%s cannot start: %s; trying again in %ds", self.flow.flow.name, error, delay)
-            self._give_up_once(str(exc))
-            self._restart_at = time.monotonic() + delay
+        self._guarded(self.flow.start, "cannot start", starting=True)
 
     def request_stop(self) -> None:
         self.flow.stop_requested.set()
 
     def poll(self) -> None:
-        """Called periodically from the main thread; raises FlowFailed (or ConfigError) only."""
+        """Called periodically from the main thread; raises FlowFailed, ConfigError or AccessDenied only."""
+        self._guarded(self._poll, "", starting=False)
+
+    def _guarded(self, step: Callable[[], None], what: str, *, starting: bool) -> None:
+        """Run one step. A failure retrying cannot fix is reported as ``failed`` and raised; any other
+        is logged and tried again after the back-off: the flow starts again if it was starting or its
+        query is gone, or its chores (topic refresh, config sync) are due again if it still runs."""
         try:
-            self._poll_once()
+            step()
         except (FlowFailed, ConfigError, AccessDenied) as exc:
             self.flow.report("failed", str(exc))
-            raise
-
-    def _poll_once(self) -> None:
-        try:
-            self._poll()
-        except (FlowFailed, ConfigError, AccessDenied):
             raise
         except Exception as exc:  # noqa: BLE001 - transient by assumption; logged each time
             denied = self.flow.access_denied(str(exc))
             if denied is not None:
+                self.flow.report("failed", str(denied))
                 raise denied from None
-            delay = self._failed()
-            error = f"{type(exc).__name__}: {first_line(str(exc))}"
-            self.flow.report("restarting" if self.flow.query is None else "running", error)
-            log.warning("flow=%s %s; trying again in %ds", self.flow.flow.name, error, delay)
+            self._retry_later(exc, what, running=not starting and self.flow.query is not None)
+
+    def _retry_later(self, exc: Exception, what: str, *, running: bool) -> None:
+        delay = self._failed()
+        error = f"{type(exc).__name__}: {first_line(str(exc))}"
+        self.flow.report("running" if running else "restarting", error)
+        log.warning(
+            "flow=%s %s; trying again in %ds", self.flow.flow.name, f"{what}: {error}" if what else error, delay
+        )
+        try:
             self._give_up_once(str(exc))
-            if self.flow.query is None:
-                self._restart_at = time.monotonic() + delay
-            else:
-                self.flow.scheduler.due_in(delay, REFRESH, CONFIG_SYNC)
+        except FlowFailed as failed:
+            self.flow.report("failed", str(failed))
+            raise
+        if running:
+            self.flow.scheduler.due_in(delay, REFRESH, CONFIG_SYNC)
+        else:
+            self._restart_at = time.monotonic() + delay
 
     def _poll(self) -> None:
         flow = self.flow

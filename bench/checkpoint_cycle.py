@@ -13,8 +13,9 @@ offsets, translating and deciding, and writing to B:
 ``--readers consumer,admin`` (the default) runs the three passes with each
 reader in turn, on the same groups: ``consumer`` reads every group through a
 consumer of its own, as the emitter did before issue 16; ``admin`` through the
-group offset reader (its child process's CPU counted in). The offset map is filled in memory (one segment per
-partition), so the figures are the checkpoint cycle's alone.
+group offset reader (its child process's CPU counted in); ``admin-sliced`` reads each pass in
+the slices the flow's chore uses (``CheckpointPass``, back to back) and adds the longest slice.
+The offset map is filled in memory (one segment per partition), so the figures are the checkpoint cycle's alone.
 
     .venv/bin/python bench/checkpoint_cycle.py --source 127.0.0.1:19092 --target 127.0.0.1:19102 \
         [--readers consumer,admin,consumer,admin]
@@ -36,6 +37,7 @@ from pathlib import Path
 
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config import load_config
+from sparkmirror.core.checkpoints import CheckpointPass
 from sparkmirror.core.offsetmap import Segment
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groupreader import GroupReads
@@ -101,7 +103,23 @@ def _one_pass(emitter: _Timed, reader: str, mirrored: dict[str, int], name: str)
     emitter.times = {}
     cpu0 = _cpu(emitter)
     t = time.monotonic()
-    written = emitter.emit(mirrored)
+    sliced: dict[str, float] = {}
+    if reader.endswith("-sliced"):
+        # As the flow's chore reads a pass: slice after slice (here back to back, without the wait
+        # that spreads them over the interval); a slice is what the driver's other chores wait for.
+        plan = CheckpointPass(emitter.begin_pass(), 5.0, t)
+        times = dict(emitter.times)  # listing the groups
+        while not plan.done:
+            emitter.times = {}
+            t_slice = time.monotonic()
+            plan.slice_done(0.0, emitter.emit_groups(mirrored, plan.next_slice()))
+            plan.longest_s = max(plan.longest_s, time.monotonic() - t_slice)
+            for k, v in emitter.times.items():
+                times[k] = times.get(k, 0.0) + v
+        emitter.times, written = times, plan.written
+        sliced = {"slices": plan.slices, "longest_slice_s": round(plan.longest_s, 3)}
+    else:
+        written = emitter.emit(mirrored)
     total = time.monotonic() - t
     row = {
         "reader": reader,
@@ -111,6 +129,7 @@ def _one_pass(emitter: _Timed, reader: str, mirrored: dict[str, int], name: str)
         **{k: round(v, 3) for k, v in emitter.times.items()},
         "translate and decide": round(total - sum(emitter.times.values()), 3),
         "cpu_s": round(_cpu(emitter) - cpu0, 2),
+        **sliced,
     }
     print(json.dumps(row), flush=True)
 
@@ -124,7 +143,9 @@ def main() -> int:
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--moved", type=float, default=0.1, help="share of groups that commit again before pass 3")
     parser.add_argument(
-        "--readers", default="consumer,admin", help="comma-separated, each of admin|consumer, run one after the other"
+        "--readers",
+        default="consumer,admin",
+        help="comma-separated, each of admin|admin-sliced|consumer, run one after the other",
     )
     parser.add_argument("--seed", type=int, default=16)
     args = parser.parse_args()

@@ -100,17 +100,30 @@ class CheckpointEmitter:
 
     # -- emission ------------------------------------------------------------
     def emit(self, mirrored: dict[str, int], *, write: bool = True) -> int:
-        """One pass over the source groups (``mirrored``: topic -> partitions); returns checkpoints written.
+        """One whole pass over the source groups (``mirrored``: topic -> partitions); returns checkpoints
+        written. The flow's chore reads a pass in slices instead (:meth:`begin_pass`, :meth:`emit_groups`).
 
         With ``write=False`` only the translations the group offset sync uses
         are refreshed (checkpoints disabled, offset sync enabled).
         """
+        groups = self.begin_pass(write=write)
+        return self.emit_groups(mirrored, groups, write=write)
+
+    def begin_pass(self, *, write: bool = True) -> list[str]:
+        """The source groups of a new pass; a group gone from the source is no longer watched."""
+        groups = self.source_groups()
+        if write:
+            listed = set(groups)
+            self.confirmed = {g: at for g, at in self.confirmed.items() if g in listed}
+        return groups
+
+    def emit_groups(self, mirrored: dict[str, int], groups: list[str], *, write: bool = True) -> int:
+        """Read ``groups``' offsets, translate them, write the checkpoints that changed; returns how many."""
         t0 = time.monotonic()
         out: list[Checkpoint] = []
         partitions = [(t, p) for t, n in sorted(mirrored.items()) for p in range(n)]
-        groups = self.source_groups()
         t_read = time.monotonic()
-        read = self.group_positions("source", groups, partitions)
+        read = self.group_positions("source", groups, partitions) if groups else {}
         t_read = time.monotonic() - t_read
         for group in groups:
             positions = read.get(group)
@@ -131,8 +144,6 @@ class CheckpointEmitter:
             self._write(out)
         if write:
             now = time.time()
-            listed = set(groups)  # a group gone from the source is no longer watched
-            self.confirmed = {g: at for g, at in self.confirmed.items() if g in listed}
             self.confirmed.update((group, now) for group in groups if group in read)
         log.debug(
             "flow=%s emitted %d checkpoints for %d groups in %.0fms (group offsets read in %.0fms)",

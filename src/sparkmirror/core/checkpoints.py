@@ -20,23 +20,78 @@ named after it:
   committing to an active group would fight its consumers; a target offset ahead of the
   translation was reached by consumers on the target and must not be rewound.
 
+A pass over many groups is read in slices spread over the interval (:class:`CheckpointPass`), so
+that one pass never holds the driver's other chores for long and the source's group coordinators
+see a steady trickle of reads rather than a burst; every group is still read once an interval.
+
 Every decision is logged with its reason. This module must never import pyspark or a Kafka client.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 
 from sparkmirror.core.exceptions import NotLoadedError
 from sparkmirror.core.formats import Checkpoint
 from sparkmirror.core.offsetmap import Method, Translation
 
-__all__ = ["CheckpointState", "group_offset_sync_decision"]
+__all__ = ["GROUPS_PER_SLICE", "CheckpointPass", "CheckpointState", "group_offset_sync_decision"]
 
 log = logging.getLogger(__name__)
 
 _Key = tuple[str, str, int]
+
+#: Groups read in one slice of a pass: about half a second of reads (~0.5-1 ms a group, measured
+#: in docs/performance.md), the longest the driver's other chores wait behind checkpoints.
+GROUPS_PER_SLICE = 500
+
+
+class CheckpointPass:
+    """One pass over the source groups, read in slices of ``slice_size`` spread evenly over ``interval_s``.
+
+    Slice *i* of *n* is due ``i * interval_s / n`` after the pass started (``started``, a monotonic
+    time), and the next pass ``interval_s`` after it: each group is read once an interval, at the
+    same point of it every time, so its checkpoint is never older than an interval plus a slice.
+    A pass of up to ``slice_size`` groups is one slice, read at once, as before slicing.
+    """
+
+    def __init__(
+        self, groups: Sequence[str], interval_s: float, started: float, slice_size: int = GROUPS_PER_SLICE
+    ) -> None:
+        if slice_size < 1:
+            raise ValueError("slice_size must be at least 1")
+        self.groups = list(groups)
+        self.interval_s = interval_s
+        self.started = started
+        self.slice_size = slice_size
+        self.slices = max(1, math.ceil(len(self.groups) / slice_size))
+        self.taken = 0
+        #: Longest slice, read to durable (seconds): the pass's checkpoint latency.
+        self.longest_s = 0.0
+        #: Checkpoints written by the slices so far.
+        self.written = 0
+
+    @property
+    def done(self) -> bool:
+        return self.taken >= self.slices
+
+    def next_slice(self) -> list[str]:
+        """The groups of the next slice (empty for a pass without groups)."""
+        if self.done:
+            raise IndexError("the pass is complete")
+        chunk = self.groups[self.taken * self.slice_size : (self.taken + 1) * self.slice_size]
+        self.taken += 1
+        return chunk
+
+    def slice_done(self, seconds: float, written: int) -> None:
+        self.longest_s = max(self.longest_s, seconds)
+        self.written += written
+
+    def next_due(self) -> float:
+        """When the next slice is due, or the next pass once this one is done (monotonic time)."""
+        return self.started + self.interval_s * self.taken / self.slices
 
 
 class CheckpointState:

@@ -50,7 +50,7 @@ METRIC_NAMES: dict[str, str] = {
     "stopped, failed.",
     "sparkmirror_flow_restarts_total": "Restarts of the flow's query after a failure.",
     "sparkmirror_checkpoint_latency_ms": "Time from reading the source groups' offsets to their checkpoints being "
-    "durable on the target, last cycle (MM2 checkpoint-latency-ms, per flow).",
+    "durable on the target, longest slice of the last cycle (MM2 checkpoint-latency-ms, per flow).",
     "sparkmirror_checkpoint_count_total": "Checkpoints written to the target (a group's position on a partition "
     "that moved).",
     "sparkmirror_last_checkpoint_timestamp_seconds": "Unix time of the last completed checkpoint cycle.",

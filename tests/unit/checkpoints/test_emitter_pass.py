@@ -108,3 +108,23 @@ def test_a_group_whose_offsets_could_not_be_read_keeps_its_last_confirmation(tmp
     monkeypatch.setattr(emitter_module, "committed_positions", unreadable)
     emitter.emit({"t": 1})
     assert emitter.confirmed["g1"] == before
+
+
+def test_a_pass_read_in_slices_reads_every_group_once_and_emits_what_a_whole_pass_would(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from sparkmirror.core.checkpoints import CheckpointPass
+
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "sliced").mkdir()
+    whole, whole_reader = _emitter(tmp_path / "whole")
+    sliced, sliced_reader = _emitter(tmp_path / "sliced")
+    positions = {f"g{i:02}": {("t", 0): (i, ""), ("t", 1): (2 * i, "")} for i in range(1, 8)}
+    whole_reader.positions = {g: dict(p) for g, p in positions.items()}
+    sliced_reader.positions = {g: dict(p) for g, p in positions.items()}
+    whole.emit({"t": 2})
+    plan = CheckpointPass(sliced.begin_pass(), 5.0, 0.0, slice_size=3)
+    while not plan.done:
+        plan.slice_done(0.0, sliced.emit_groups({"t": 2}, plan.next_slice()))
+    assert plan.written == 14
+    assert sliced_reader.asked == [["g01", "g02", "g03"], ["g04", "g05", "g06"], ["g07"]]
+    assert [c for batch in sliced.written for c in batch] == [c for batch in whole.written for c in batch]
+    assert set(sliced.confirmed) == set(positions)

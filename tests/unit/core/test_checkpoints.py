@@ -169,3 +169,42 @@ def test_sync_skips_equal_offset() -> None:
 
 def test_sync_skips_invalid_translation() -> None:
     assert group_offset_sync_decision(None, -1, group_active=False)[0] is False
+
+
+# -- a pass in slices over the interval ------------------------------------------------------------
+
+
+def test_a_pass_is_sliced_and_its_slices_spread_evenly_over_the_interval() -> None:
+    from sparkmirror.core.checkpoints import CheckpointPass
+
+    groups = [f"g{i}" for i in range(1, 11)]
+    plan = CheckpointPass(groups, 60.0, 100.0, slice_size=4)
+    assert plan.slices == 3
+    seen, due = [], []
+    while not plan.done:
+        seen.extend(plan.next_slice())
+        due.append(plan.next_due())
+    assert seen == groups  # every group once, in order
+    assert due == [120.0, 140.0, 160.0]  # the last: the next pass, one interval after this one started
+    with pytest.raises(IndexError):
+        plan.next_slice()
+
+
+def test_a_small_or_empty_pass_is_one_slice_read_at_once() -> None:
+    from sparkmirror.core.checkpoints import CheckpointPass
+
+    for groups in ([], ["a", "b"]):
+        plan = CheckpointPass(groups, 5.0, 0.0, slice_size=500)
+        assert plan.slices == 1
+        assert plan.next_slice() == groups
+        assert plan.done and plan.next_due() == 5.0
+
+
+def test_a_pass_keeps_its_longest_slice_and_the_checkpoints_written() -> None:
+    from sparkmirror.core.checkpoints import CheckpointPass
+
+    plan = CheckpointPass(["a", "b", "c"], 5.0, 0.0, slice_size=1)
+    for seconds, written in ((0.2, 3), (0.9, 0), (0.1, 2)):
+        plan.next_slice()
+        plan.slice_done(seconds, written)
+    assert (plan.longest_s, plan.written) == (0.9, 5)

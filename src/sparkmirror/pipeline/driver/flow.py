@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import FlowConfig
+from sparkmirror.core.checkpoints import CheckpointPass
 from sparkmirror.core.naming import lease_group, offset_map_topic, progress_group, topic_ids_group
 from sparkmirror.core.status import State
 from sparkmirror.errors import SparkMirrorError
@@ -171,6 +172,8 @@ class Flow:
         self.batches.metrics = self.metrics
         self.status = StatusReporter(clients, flow.spark.progress_interval_seconds, self.metrics)
         self.scheduler = Scheduler()
+        #: The checkpoint pass under way (its slices are spread over the interval).
+        self._pass: CheckpointPass | None = None
         #: (source or target, operation): what the flow does now (named when a cluster refuses it).
         self.step: tuple[str, str] = ("source", "start")
         self.query: StreamingQuery | None = None
@@ -494,15 +497,31 @@ class Flow:
         self._start_query(topics)
 
     def _checkpoint_pass(self) -> None:
-        if self.flow.emit_checkpoints_enabled:
-            started = time.monotonic()
-            written = self.emit_checkpoints()
+        """One slice of the current checkpoint pass (:class:`~sparkmirror.core.checkpoints.CheckpointPass`);
+        the chore is next due at the next slice's turn, or the next pass's once this one is complete."""
+        if not self.flow.emit_checkpoints_enabled:
+            self._prune_offset_map()
+            return
+        current = self._pass
+        if current is None:
+            interval = self.flow.emit_checkpoints_interval_seconds
+            current = self._pass = CheckpointPass(self.checkpoints.begin_pass(), interval, time.monotonic())
+        started = time.monotonic()
+        try:
+            written = self.checkpoints.emit_groups(dict(self.subscribed), current.next_slice())
+        except BaseException:
+            self._pass = None  # the next try starts a whole pass again
+            raise
+        current.slice_done(time.monotonic() - started, written)
+        if current.done:
+            self._pass = None
             self.progress.last_checkpoint_at = time.time()
             if self.metrics is not None:
                 self.metrics.checkpoint_cycle(
-                    (time.monotonic() - started) * 1000, written, time.time(), self.checkpoints.confirmed
+                    current.longest_s * 1000, current.written, time.time(), self.checkpoints.confirmed
                 )
-        self._prune_offset_map()
+            self._prune_offset_map()
+        self.scheduler.due_in(max(0.0, current.next_due() - time.monotonic()), CHECKPOINTS)
 
     def emit_checkpoints(self) -> int:
         """Translate the source groups' positions and write checkpoints."""

@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -236,3 +238,31 @@ def commit_group(bootstrap: str, group: str, offsets: Mapping[tuple[str, int], i
         what=f"group {group} to be listed",
         interval_s=0.5,
     )
+
+
+@contextmanager
+def running_mirror(config_path: Path) -> Iterator[list[BaseException]]:
+    """``Mirror.run`` of ``config_path`` in a thread of this process (the session's Spark); yields the
+    list its error lands in. On leaving: a stop as SIGTERM asks (after the batch), and the run must
+    have ended without an error."""
+    from sparkmirror.config import load_config
+    from sparkmirror.pipeline.driver.mirror import Mirror
+
+    mirror = Mirror(load_config(config_path))
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            mirror.run()
+        except BaseException as exc:  # surfaced by the assertions below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield errors
+    finally:
+        mirror.request_stop()
+        thread.join(120)
+    assert not thread.is_alive(), "the mirror did not stop within 120 s"
+    assert not errors, errors

@@ -7,7 +7,6 @@ picked up.
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from kafka_helpers import (
     partition_count,
     produce,
     read_partition,
+    running_mirror,
     unique,
     wait_for,
     write_config,
@@ -87,18 +87,7 @@ def test_picks_up_new_topics_and_partitions_while_running(bootstraps, spark, tmp
         checkpoints=checkpoints,
         extra=f"A->B.topics = {prefix}\\..*\nrefresh.topics.interval.seconds = 2\n",
     )
-    mirror = Mirror(load_config(cfg))
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            mirror.run()
-        except BaseException as exc:  # surfaced by the assertions below
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
+    with running_mirror(cfg) as errors:
         wait_for(
             lambda: end_offsets(bootstraps["B"], f"A.{first}").get(0) == 20,
             timeout_s=120,
@@ -131,8 +120,3 @@ def test_picks_up_new_topics_and_partitions_while_running(bootstraps, spark, tmp
         assert partition_count(bootstraps["B"], f"A.{first}") == 4
         assert read_partition(bootstraps["B"], f"A.{first}", 3) == _records(first, 3, 12)
         assert not errors, errors
-    finally:
-        mirror.request_stop()
-        thread.join(120)
-    assert not thread.is_alive()
-    assert not errors, errors

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import random
 import socket
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -20,12 +19,11 @@ from kafka_helpers import (
     end_offsets,
     produce,
     run_cli,
+    running_mirror,
     unique,
     wait_for,
     write_config,
 )
-from sparkmirror.config import load_config
-from sparkmirror.pipeline.driver.mirror import Mirror
 
 
 def _free_port() -> int:
@@ -78,20 +76,9 @@ def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path,
             f"sparkmirror.metrics.port = {port}\nsparkmirror.metrics.host = 127.0.0.1\n"
         ),
     )
-    mirror = Mirror(load_config(cfg))
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            mirror.run()
-        except BaseException as exc:  # surfaced by the assertions below
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
     remote = {f"A.{t}" for t in topics}
     total = sum(sent.values())
-    try:
+    with running_mirror(cfg) as errors:
         wait_for(
             lambda: sum(sum(end_offsets(bootstraps["B"], r).values()) for r in remote) == total,
             timeout_s=180,
@@ -141,11 +128,6 @@ def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path,
         # The checkpoints topic is shared with other tests' groups: ours is there, on its one partition.
         assert [g["partitions"] for g in flow["groups"] if g["group"] == group] == [1], flow["groups"]
         assert not errors, errors
-    finally:
-        mirror.request_stop()
-        thread.join(120)
-    assert not thread.is_alive()
-    assert not errors, errors
 
     # Stopped, and records arrive that nobody mirrors: the lag and the age of the oldest waiting record.
     produce(bootstraps["A"], f"{prefix}.b", 0, _records(25, age_s=120))

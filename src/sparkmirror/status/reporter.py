@@ -2,7 +2,10 @@
 on its target, and the ``sparkmirror_flow_state`` metric.
 
 Best effort by design: a target that cannot take the record must not stop or slow the flow (the
-flow has its own ways to notice a target that is down); a failed write is logged once per outage.
+flow has its own ways to notice a target that is down); a failed write is logged once per outage,
+and while the target does not answer, writes are queued without waiting for their
+acknowledgement (the driver's loop is not held 5 s a report); the first one acknowledged ends the
+outage. Closing waits for what is queued, so that the last state (``stopped``) lands.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.internal import COMPACTED, ensure_topic
 
 if TYPE_CHECKING:
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaError, Producer
 
     from sparkmirror.metrics.exporter import FlowMetrics
 
@@ -83,10 +86,6 @@ class StatusReporter:
             if not self._failing:
                 log.warning("flow=%s cannot write its status to %s: %s", self.flow.name, STATUS_TOPIC, exc)
             self._failing = True
-            return
-        if self._failing:
-            log.info("flow=%s writes its status to %s again", self.flow.name, STATUS_TOPIC)
-        self._failing = False
 
     def _write(self, status: FlowStatus) -> None:
         if self._producer is None:
@@ -94,16 +93,24 @@ class StatusReporter:
 
             self._producer = new_producer({**self.clients.internal_producer, "message.timeout.ms": "30000"})
         errors: list[str] = []
-        self._producer.produce(
-            STATUS_TOPIC,
-            key=status.key_bytes(),
-            value=status.value_bytes(),
-            on_delivery=lambda err, _msg: errors.append(err.str()) if err is not None else None,
-        )
+
+        def delivered(err: KafkaError | None, _msg: object) -> None:
+            if err is not None:
+                errors.append(err.str())
+            elif self._failing:
+                log.info("flow=%s writes its status to %s again", self.flow.name, STATUS_TOPIC)
+                self._failing = False
+
+        self._producer.produce(STATUS_TOPIC, key=status.key_bytes(), value=status.value_bytes(), on_delivery=delivered)
+        if self._failing:
+            self._producer.poll(0)  # queued; acknowledged (or not) while the flow goes on
+            return
         if self._producer.flush(_WRITE_TIMEOUT_S):
             raise TimeoutError(f"not acknowledged within {_WRITE_TIMEOUT_S:.0f}s")
         if errors:
             raise RuntimeError(errors[0])
 
     def close(self) -> None:
-        self._producer = None
+        producer, self._producer = self._producer, None
+        if producer is not None and producer.flush(_WRITE_TIMEOUT_S):
+            log.info("flow=%s: %d status records not written to %s", self.flow.name, len(producer), STATUS_TOPIC)

@@ -28,7 +28,7 @@ from sparkmirror.core.naming import is_own_group
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groupreader import GroupOffsetReader, Positions
 from sparkmirror.kafka.groups import commit_offsets, committed_positions
-from sparkmirror.kafka.internal import COMPACTED, ensure_topic, produce_durably, read_to_end
+from sparkmirror.kafka.internal import COMPACTED_READ_BACK, ensure_topic, produce_durably, read_to_end
 from sparkmirror.offsets.store import OffsetMapStore
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class CheckpointEmitter:
             self.clients.target_admin,
             self.topic,
             replication_factor=self.flow.checkpoints_topic_replication_factor,
-            config=COMPACTED,
+            config=COMPACTED_READ_BACK,
             purpose=f"checkpoints of flow {self.flow.name}",
             key="checkpoints.topic.replication.factor",
         )

@@ -30,7 +30,7 @@ from sparkmirror.core.formats import OffsetSegment
 from sparkmirror.core.naming import offset_map_topic
 from sparkmirror.core.offsetmap import OffsetMap, Segment, Translation
 from sparkmirror.kafka.flowclients import FlowClients
-from sparkmirror.kafka.internal import COMPACTED, ensure_topic, produce_durably, read_to_end
+from sparkmirror.kafka.internal import COMPACTED_READ_BACK, ensure_topic, produce_durably, read_to_end
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
@@ -88,7 +88,7 @@ class OffsetMapStore:
             self.clients.target_admin,
             self.topic,
             replication_factor=self.flow.offset_syncs_topic_replication_factor,
-            config=COMPACTED,
+            config=COMPACTED_READ_BACK,
             purpose=f"offset map of flow {self.flow.name}",
             key="offset-syncs.topic.replication.factor",
         )

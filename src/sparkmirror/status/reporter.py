@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from sparkmirror.core.status import STATUS_TOPIC, FlowStatus, State
 from sparkmirror.kafka.flowclients import FlowClients
-from sparkmirror.kafka.internal import COMPACTED, ensure_topic
+from sparkmirror.kafka.internal import COMPACTED_READ_BACK, ensure_topic
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Producer
@@ -53,7 +53,7 @@ class StatusReporter:
             self.clients.target_admin,
             STATUS_TOPIC,
             replication_factor=self.flow.offset_syncs_topic_replication_factor,
-            config=COMPACTED,
+            config=COMPACTED_READ_BACK,
             purpose="the last reported status of each flow into this cluster",
             key="offset-syncs.topic.replication.factor",
         )

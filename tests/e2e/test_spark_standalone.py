@@ -8,6 +8,9 @@ need (docs/deployment.md).
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,8 +35,33 @@ def spark_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
         assert not cluster.running(state), "a Spark daemon outlived `down`"
 
 
+def _executor_python(directory: Path) -> tuple[Path, Path]:
+    """A Python for the executors that has the project's dependencies but not sparkmirror, wrapped
+    so that each start is recorded: (the wrapper, its record).
+
+    A fresh venv sees this venv's site-packages through a path file; the editable install's own
+    path file there is not processed, so sparkmirror can only come from what `run` ships (its zip).
+    """
+    env = directory / "executor-env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    site = next((env / "lib").glob("python3.*/site-packages"))
+    (site / "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    python = env / "bin" / "python"
+    probe = "import importlib.util as u, confluent_kafka, pyarrow, pyspark; print(u.find_spec('sparkmirror'))"
+    found = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True, cwd=directory)
+    assert found.stdout.strip() == "None", "the executors' Python must not find sparkmirror by itself"
+    starts = directory / "executor-python-starts.log"
+    wrapper = env / "bin" / "python-recorded"
+    wrapper.write_text(f'#!/bin/sh\necho "$$" >> {starts}\nexec {python} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper, starts
+
+
 def test_mirrors_through_a_standalone_cluster(bootstraps, spark_master, tmp_path: Path) -> None:
+    """The executors run the Python given as spark.pyspark.python, which lacks sparkmirror: the
+    package reaches them as `run` ships it (docs/deployment.md)."""
     url, cluster = spark_master
+    executor_python, starts = _executor_python(tmp_path)
     topic = unique("standalone")
     create_topics(bootstraps["A"], {topic: 4})
     ts = int(time.time() * 1000)
@@ -49,7 +77,10 @@ def test_mirrors_through_a_standalone_cluster(bootstraps, spark_master, tmp_path
         checkpoints=tmp_path / "checkpoints",
         extra=f"A->B.topics = {topic}\n",
     )
-    result = run_cli("run", str(cfg), "--once", "--master", url, "--spark-conf", "spark.executor.memory=1g")
+    result = run_cli(
+        "run", str(cfg), "--once", "--master", url, "--spark-conf", "spark.executor.memory=1g",
+        "--spark-conf", f"spark.pyspark.python={executor_python}",
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
     assert "1,000 records mirrored" in result.stdout
     for p, recs in sent.items():
@@ -59,3 +90,4 @@ def test_mirrors_through_a_standalone_cluster(bootstraps, spark_master, tmp_path
     assert executor_logs, "no executor ran on the standalone workers"
     finished = sum(log.read_text(errors="replace").count("Finished task") for log in executor_logs)
     assert finished > 0, "the executors ran no task"
+    assert starts.exists() and starts.read_text().split(), "the executors did not run the Python given to them"

@@ -73,6 +73,8 @@ class Common:
     sparkmirror_extra: dict[str, str] = field(default_factory=dict)
     #: sparkmirror -vv: its per-batch timing goes to the run's logs.
     sparkmirror_debug: bool = False
+    #: sparkmirror's Spark master (``run --master``): None runs it embedded (``local[*]``).
+    spark_master: str | None = None
 
     def producer(self) -> dict[str, str]:
         return {
@@ -273,7 +275,8 @@ class Sparkmirror(Replicator):
     def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
         exe = str(Path(sys.executable).parent / "sparkmirror")
         verbose = ["-vv"] if self.common.sparkmirror_debug else []
-        return [exe, *verbose, "run", str(self.config_file(run_dir, topic)), *(["--once"] if count else [])]
+        master = ["--master", self.common.spark_master] if self.common.spark_master else []
+        return [exe, *verbose, "run", str(self.config_file(run_dir, topic)), *(["--once"] if count else []), *master]
 
     def translate(self, run_dir: Path, topic: str) -> dict[int, int | None]:
         """``sparkmirror offsets translate --json``: exact, from the offset map on B."""

@@ -52,6 +52,7 @@ import report
 import workload as wl
 from sparkmirror.artifacts import KAFKA_VERSION
 from sparkmirror.devcluster.cluster import DevClusters
+from sparkmirror.devcluster.spark import SparkStandalone
 
 log = logging.getLogger("bench")
 
@@ -101,6 +102,11 @@ class Settings:
     scale_partitions: int = 5
     scale_hot: int = 4
     scale_groups: int = 1000
+    #: Start a Spark standalone cluster (a master, 2 workers) for sparkmirror (``--spark-cluster``).
+    spark_cluster: bool = False
+    #: sparkmirror's Spark master: the one given (``--spark-master``), the started cluster's, or None
+    #: for Spark embedded in ``sparkmirror run`` (``local[*]``).
+    spark_master: str | None = None
 
     @property
     def payload_bytes(self) -> int:
@@ -140,6 +146,12 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     ap.add_argument("--scale-partitions", type=int, default=5, help="partitions per topic (scale)")
     ap.add_argument("--scale-hot", type=int, default=4, help="hot topics, holding half of the records (scale)")
     ap.add_argument("--scale-groups", type=int, default=1000, help="consumer groups committed on A (scale)")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--spark-cluster", action="store_true",
+                       help="run sparkmirror on a Spark standalone cluster of a master and 2 workers (1 core, "
+                            "2 GiB each) started for the benchmark (sparkmirror.devcluster.spark)")  # fmt: skip
+    where.add_argument("--spark-master", default=None, metavar="URL",
+                       help="run sparkmirror on this Spark master (`sparkmirror run --master URL`)")  # fmt: skip
     a = ap.parse_args(argv)
     known = {"limit", "mm2", "sparkmirror_at_least_once", "sparkmirror_exactly_once"}
     systems = tuple(s.strip() for s in a.systems.split(",") if s.strip())
@@ -172,6 +184,8 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         scale_partitions=a.scale_partitions,
         scale_hot=a.scale_hot,
         scale_groups=a.scale_groups,
+        spark_cluster=a.spark_cluster,
+        spark_master=a.spark_master,
     )
 
 
@@ -576,16 +590,23 @@ def main(argv: list[str] | None = None) -> Path:
     log.info("machine load before the run: %s; sparkmirror code: %s", load_before, code_before)
     workdir = Path(tempfile.mkdtemp(prefix="sparkmirror-bench."))
     clusters = DevClusters(workdir / "dev")
+    spark_cluster = SparkStandalone(workdir / "spark") if s.spark_cluster else None
     started = time.monotonic()
     try:
         jvm = rep.Jvm(workdir)
         boots = clusters.up(["A", "B"], base_port=s.base_port)
         log.info("clusters: %s", boots)
+        if spark_cluster is not None:
+            state = spark_cluster.up(workers=2, cores=1, memory="2g")
+            s = dataclasses.replace(s, spark_master=state.url)
+            log.info(
+                "sparkmirror runs on the Spark standalone cluster at %s (logs in %s)", state.url, workdir / "spark"
+            )
         if s.scenario == "scale":
             import scale
 
             sizes = scale.Scale(s.scale_topics, s.scale_partitions, s.scale_hot, s.scale_groups)
-            return scale.main(sys.modules[__name__], s, sizes, workdir, boots, jvm)
+            return scale.main(sys.modules[__name__], s, sizes, workdir, boots, jvm, spark_cluster)
         wl.create_topic(boots["A"], TOPIC, s.partitions)
         t0 = time.monotonic()
         wl.load(boots["A"], TOPIC, s.records, s.partitions, s.size, s.seed)
@@ -612,6 +633,7 @@ def main(argv: list[str] | None = None) -> Path:
             mm2_extra=_props(s.mm2_props),
             sparkmirror_extra=_props(s.sparkmirror_props),
             sparkmirror_debug=s.sparkmirror_debug,
+            spark_master=s.spark_master,
         )
         bench = Bench(s, boots, workdir, positions, common)
         systems = [r for r in rep.all_replicators(common, jvm) if r.name in s.systems]
@@ -632,6 +654,7 @@ def main(argv: list[str] | None = None) -> Path:
             "machine": machine(),
             "machine_load": {"before": load_before, "after": concurrent_load()},
             "versions": versions(jvm),
+            "sparkmirror_spark_master": s.spark_master or "local[*]",
             # The checkout may be shared with work in progress: what the run started and ended with.
             "sparkmirror_code": {"before": code_before, "after": source_state()},
             "settings": {
@@ -653,6 +676,8 @@ def main(argv: list[str] | None = None) -> Path:
         return path
     finally:
         Tree.stop_all()
+        if spark_cluster is not None:
+            spark_cluster.down()
         clusters.down()
         if s.keep:
             log.info("configs and logs kept in %s", workdir)
@@ -677,5 +702,5 @@ def one_line(r: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     path = main()
-    if not path.name.endswith("-scale.json"):  # the scale scenario's results are not in the report yet
+    if "-scale" not in path.name:  # the scale scenario's results are not in the report yet
         report.main([str(path)])

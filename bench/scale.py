@@ -36,7 +36,10 @@ emptied before each (its remote topics created with ``LogAppendTime``):
    latency = append time on B - the record's timestamp on A, p50/p99/max.
 
 The limit loop (``bench/jvm/CopyLoop.java``) copies every topic in one JVM.
-Results: ``bench/results/<date>-scale.json``; a summary per system is logged.
+Results: ``bench/results/<date>-scale.json`` (``<date>-scale-spark-cluster.json`` when sparkmirror
+ran on a Spark cluster, ``--spark-cluster`` or ``--spark-master``; its executors' CPU and peak RSS
+are then sampled from the workers' process trees, ``bench/sparkcluster.py``); a summary per system
+is logged.
 """
 
 from __future__ import annotations
@@ -633,7 +636,11 @@ def measure(
     return result
 
 
-def main(run_mod: Any, s: Any, scale: Scale, workdir: Path, boots: dict[str, str], jvm: rep.Jvm) -> Path:
+def main(
+    run_mod: Any, s: Any, scale: Scale, workdir: Path, boots: dict[str, str], jvm: rep.Jvm, spark_cluster: Any = None
+) -> Path:
+    """``spark_cluster``: the Spark standalone cluster sparkmirror runs on (``--spark-cluster``), whose
+    executors are measured beside the driver's process tree; None when there is none to measure."""
     a = boots["A"]
     per_topic = scale.records_per_topic(s.records)
     topics = dict.fromkeys(per_topic, scale.partitions)
@@ -664,6 +671,7 @@ def main(run_mod: Any, s: Any, scale: Scale, workdir: Path, boots: dict[str, str
         mm2_extra=run_mod._props(s.mm2_props),
         sparkmirror_extra=run_mod._props(s.sparkmirror_props),
         sparkmirror_debug=s.sparkmirror_debug,
+        spark_master=s.spark_master,
     )
     systems = [r for r in rep.all_replicators(common, jvm) if r.name in s.systems]
     results: dict[str, list[dict[str, Any]]] = {r.name: [] for r in systems}
@@ -672,6 +680,12 @@ def main(run_mod: Any, s: Any, scale: Scale, workdir: Path, boots: dict[str, str
             run_dir = workdir / f"scale-run{run}-{system.name}"
             run_dir.mkdir(parents=True)
             log.info("scale run %d/%d: %s", run, s.runs, system.name)
+            sampler = None
+            if spark_cluster is not None and isinstance(system, rep.Sparkmirror):
+                from sparkcluster import ExecutorSampler
+
+                state = spark_cluster.status()
+                sampler = ExecutorSampler([w.pid for w in state.workers if w.pid]).start()
             try:
                 r = measure(
                     run_mod,
@@ -690,6 +704,11 @@ def main(run_mod: Any, s: Any, scale: Scale, workdir: Path, boots: dict[str, str
                 r = {"ok": False, "failures": [f"{type(exc).__name__}: {exc}"[:2000]]}
             finally:
                 run_mod.Tree.stop_all()
+                if sampler is not None:
+                    sampler.stop()
+            if sampler is not None:
+                # Throughput and checkpoint phases together: the driver's figures are in cpu_s_total, peak_rss_mb.
+                r["spark_executors"] = sampler.result()
             results[system.name].append(r)
             log.info("scale run %d %s: %s", run, system.name, json.dumps(r))
     if s.latency_seconds > 0:
@@ -718,10 +737,13 @@ def main(run_mod: Any, s: Any, scale: Scale, workdir: Path, boots: dict[str, str
         "versions": run_mod.versions(jvm),
         "sparkmirror_code": run_mod.source_state(),
         "checkpoint_interval_s": common.checkpoint_interval_s,
+        "sparkmirror_spark_master": s.spark_master or "local[*]",
         "systems": results,
     }
     run_mod.RESULTS.mkdir(exist_ok=True)
-    path = run_mod.RESULTS / f"{dt.date.today().isoformat()}-scale.json"
+    # On a Spark cluster: a file of its own, beside the embedded run's of the same day.
+    suffix = "-scale-spark-cluster" if s.spark_master else "-scale"
+    path = run_mod.RESULTS / f"{dt.date.today().isoformat()}{suffix}.json"
     path.write_text(json.dumps(out, indent=2) + "\n")
     log.info("wrote %s", path)
     return path

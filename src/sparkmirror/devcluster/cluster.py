@@ -68,7 +68,7 @@ class BrokerState:
     log_dir: str = ""
 
     def is_running(self) -> bool:
-        return self.pid is not None and _pid_alive(self.pid) and self._is_our_broker(self.pid)
+        return self.pid is not None and pid_alive(self.pid) and self._is_our_broker(self.pid)
 
     def _is_our_broker(self, pid: int) -> bool:
         """The pid is still this broker, not a process that reused the number."""
@@ -96,7 +96,7 @@ class ClusterState:
         return [b for b in self.brokers if b.is_running()]
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -193,10 +193,10 @@ class DevClusters:
         """The dev OAuth token endpoint (devcluster/oauth.py), started once for the directory."""
         material = self.security()
         pid_file, ready = material.directory / "oauth.pid", material.directory / "oauth.ready"
-        if pid_file.exists() and _pid_alive(int(pid_file.read_text())) and ready.exists():
+        if pid_file.exists() and pid_alive(int(pid_file.read_text())) and ready.exists():
             return
         if not material.oauth_port_file.exists():
-            material.oauth_port_file.write_text(str(_free_port()))
+            material.oauth_port_file.write_text(str(free_port("the dev token endpoint")))
         ready.unlink(missing_ok=True)
         out = open(material.directory / "oauth.log", "ab")  # noqa: SIM115 - handed to the child
         proc = subprocess.Popen(
@@ -216,8 +216,8 @@ class DevClusters:
         pid_file = self.directory / "security" / "oauth.pid"
         if pid_file.exists():
             pid = int(pid_file.read_text())
-            if _pid_alive(pid):
-                _signal_group(pid, signal.SIGTERM)
+            if pid_alive(pid):
+                signal_group(pid, signal.SIGTERM)
             pid_file.unlink(missing_ok=True)
             (self.directory / "security" / "oauth.ready").unlink(missing_ok=True)
 
@@ -231,7 +231,7 @@ class DevClusters:
         for i in range(brokers):
             port = first_port + 2 * i
             for p in (port, port + 1):
-                if _port_in_use(p):
+                if port_in_use(p):
                     raise DevClusterError(
                         f"cannot start cluster {alias}: port {p} on 127.0.0.1 is in use (choose another --base-port)"
                     )
@@ -391,9 +391,9 @@ class DevClusters:
         state = self._load()
         broker = self._broker(state, alias, node_id)
         if broker.is_running() and broker.pid:
-            _signal_group(broker.pid, signal.SIGKILL)
+            signal_group(broker.pid, signal.SIGKILL)
             deadline = time.monotonic() + 30
-            while _pid_alive(broker.pid) and time.monotonic() < deadline:
+            while pid_alive(broker.pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
         broker.pid = None
         self._save(state)
@@ -409,7 +409,7 @@ class DevClusters:
             # Between fork and exec the child's command line is still Python's: is_running() would
             # read it as a broker that exited.
             deadline = time.monotonic() + 10
-            while not broker.is_running() and _pid_alive(broker.pid) and time.monotonic() < deadline:
+            while not broker.is_running() and pid_alive(broker.pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
         self._wait_ready(state[alias], timeout_s)
 
@@ -445,14 +445,14 @@ class DevClusters:
             cluster = state[alias]
             procs = [b.pid for b in cluster.brokers if b.is_running() and b.pid]
             for pid in procs:
-                _signal_group(pid, signal.SIGKILL if kill else signal.SIGTERM)
+                signal_group(pid, signal.SIGKILL if kill else signal.SIGTERM)
             deadline = time.monotonic() + timeout_s
-            while any(_pid_alive(p) for p in procs) and time.monotonic() < deadline:
+            while any(pid_alive(p) for p in procs) and time.monotonic() < deadline:
                 time.sleep(0.2)
             for pid in procs:
-                if _pid_alive(pid):
+                if pid_alive(pid):
                     log.warning("broker pid %d of cluster %s ignored SIGTERM; killing it", pid, alias)
-                    _signal_group(pid, signal.SIGKILL)
+                    signal_group(pid, signal.SIGKILL)
             for b in cluster.brokers:
                 b.pid = None
             if keep_data:
@@ -467,7 +467,7 @@ class DevClusters:
         return names
 
 
-def _signal_group(pid: int, sig: int) -> None:
+def signal_group(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)
     except ProcessLookupError:
@@ -478,18 +478,18 @@ def _slot(cluster: ClusterState, base_port: int) -> int:
     return (cluster.brokers[0].port - base_port) // PORTS_PER_CLUSTER if cluster.brokers else -1
 
 
-def _free_port() -> int:
-    """A free port on 127.0.0.1 below the ephemeral range (32768+)."""
+def free_port(purpose: str) -> int:
+    """A free port on 127.0.0.1 below the ephemeral range (32768+), where clients' own ports never land."""
     import random
 
     for _ in range(200):
         port = random.randrange(20000, 32000)
-        if not _port_in_use(port):
+        if not port_in_use(port):
             return port
-    raise DevClusterError("no free port on 127.0.0.1 for the dev token endpoint")
+    raise DevClusterError(f"no free port on 127.0.0.1 for {purpose}")
 
 
-def _port_in_use(port: int) -> bool:
+def port_in_use(port: int) -> bool:
     import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

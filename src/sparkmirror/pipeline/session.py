@@ -86,11 +86,11 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmi
     settings.update(conf)
     settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars", ""), *jars]))
     # Executors must run a Python that has confluent-kafka and pyarrow.
-    settings.setdefault("spark.pyspark.python", sys.executable)
+    settings["spark.pyspark.python"] = executor_python(settings, os.environ)
     settings.setdefault("spark.pyspark.driver.python", sys.executable)
     # Dev and test set-ups live on loopback; a real cluster sets its own.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     level = os.environ.get("SPARKMIRROR_SPARK_LOG_LEVEL", "WARN")
     java_opts = settings.get("spark.driver.extraJavaOptions", "")
@@ -117,6 +117,19 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmi
         spark.sparkContext.addPyFile(str(_package_zip()))
     log.info("Spark %s session on %s", spark.version, master)
     return spark
+
+
+def executor_python(settings: Mapping[str, str], environ: Mapping[str, str]) -> str:
+    """The Python the executors' workers run: ``spark.pyspark.python`` when set (on a cluster, e.g.
+    ``./environment/bin/python`` of a packed venv shipped with ``spark.archives``,
+    docs/deployment.md), else ``PYSPARK_PYTHON``, else this interpreter (local mode, or a cluster
+    whose nodes have the same venv at the same path).
+
+    PySpark takes the executors' Python from ``PYSPARK_PYTHON`` in the driver's environment
+    (``SparkContext.pythonExec``), not from the setting: :func:`build_session` sets both to this,
+    so that the setting given with ``--spark-conf`` is the one that runs.
+    """
+    return settings.get("spark.pyspark.python") or environ.get("PYSPARK_PYTHON") or sys.executable
 
 
 def split_secret_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:

@@ -123,10 +123,19 @@ class FlowSupervisor:
     def _on_query_end(self) -> None:
         flow = self.flow
         error = flow.take_ended_query()
+        # The whole text of a failed batch's error first: Spark holds only its short form.
+        detail = flow.batches.take_failure()
         if error is None:
-            flow.finish()
-            return
-        text = str(error)
+            if flow.once or flow.stop_requested.is_set():
+                flow.finish()
+                return
+            # A query runs until stopped: one that ends without an error had its thread die (a JVM error
+            # Spark did not record). Finishing here would leave the flow silently idle: replay instead.
+            text = "the query's thread ended without an error (see the Spark log above)"
+            if detail is not None:
+                text = f"{text}; the last batch failed: {detail}"
+        else:
+            text = str(error) if detail is None else f"{detail}\n{error}"
         if flow.stop_requested.is_set() and "StopRequested" in text:
             flow.finished = True
             return

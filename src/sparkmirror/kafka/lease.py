@@ -112,11 +112,14 @@ CLOSE_WAIT_S = 10.0
 class FlowLease:
     """The lease of one flow; :meth:`acquire` once, :meth:`release` at the end."""
 
-    def __init__(self, consumer_conf: Mapping[str, str], *, flow: str, group: str, topic: str) -> None:
+    def __init__(
+        self, consumer_conf: Mapping[str, str], *, flow: str, group: str, topic: str, host: str | None = None
+    ) -> None:
         self.flow = flow
         self.group = group
         self.topic = topic
-        self.host = socket.gethostname()
+        #: This host's name (``host``: a test hook, to play an instance on another host).
+        self.host = host or socket.gethostname()
         self.pid = os.getpid()
         self.client_id = f"sparkmirror-lease host={self.host} pid={self.pid}"
         self._conf = {

@@ -256,3 +256,20 @@ def test_a_terminal_error_kept_by_the_batch_handler_stops_the_flow_with_its_whol
     with pytest.raises(FlowFailed) as err:
         s.poll()
     assert str(err.value) == sentence
+
+
+def test_a_failed_batch_is_reported_by_what_failed_not_by_the_py4j_wrapper() -> None:
+    flow = StandInFlow()
+    flow.failure_detail = (
+        "Py4JJavaError: An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: ...\n"
+        "sparkmirror.pipeline.exceptions.WriteError: flow=A->B t[0] offsets 5..9: transaction not committed\n"
+    )
+    s = _ended(flow, RuntimeError("BatchFailed: flow=A->B batch 3 failed: ..."))
+    s.poll()
+    assert flow.reports == [
+        (
+            "restarting",
+            "sparkmirror.pipeline.exceptions.WriteError: flow=A->B t[0] offsets 5..9: transaction not committed",
+        )
+    ]

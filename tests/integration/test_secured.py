@@ -389,3 +389,60 @@ def test_failover_says_a_refused_password_instead_of_falling_back_to_checkpoints
         errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and "cluster A refused authentication as User:mirror" in errors[0], result.stderr
         assert "wrong-Passw0rd" not in result.stdout + result.stderr
+
+
+def test_a_principal_refused_the_lease_group_gets_an_authorization_error_not_lease_held(
+    secured: Secured, tmp_path: Path, checkpoints: Path
+) -> None:
+    """``app`` may use the flow's offset-map topic on B but not its lease group: the run stops at once
+    with exit 1 and one line naming cluster, principal and the lease group (not exit 6, "another
+    instance holds the lease", after the 30 s wait)."""
+    from confluent_kafka.admin import AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourceType
+    from confluent_kafka.admin import ResourcePatternType as Pattern
+
+    from sparkmirror.core.naming import lease_group, offset_map_topic
+
+    alias = f"L{uuid.uuid4().hex[:8]}"  # a source alias of its own: its own offset-map topic and lease group
+    offset_map = offset_map_topic(alias)
+    secured.create_topics("B", {offset_map: 1})
+    grant = AclBinding(ResourceType.TOPIC, offset_map, Pattern.LITERAL, "User:app", "*", AclOperation.ALL,
+                       AclPermissionType.ALLOW)  # fmt: skip
+    admin_b = secured.admin("B")
+    for f in admin_b.create_acls([grant]).values():
+        f.result()
+    m = secured.material
+    lines = [
+        f"clusters = {alias}, B",
+        "config.providers = file",
+        "config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider",
+        f"{alias}.bootstrap.servers = {secured.bootstraps['A']}",
+        f"B.bootstrap.servers = {secured.bootstraps['B']}",
+        *(f"{alias}.{k} = {v}" for k, v in m.client_properties("sasl_ssl", "mirror", reference=True).items()),
+        *(
+            f"B.{k} = {v}"
+            for k, v in m.client_properties(
+                "sasl_ssl", "app", mechanism="PLAIN", store="PKCS12", reference=True
+            ).items()
+        ),
+        f"{alias}->B.enabled = true",
+        f"{alias}->B.topics = nothing-here",
+        "offset-syncs.topic.replication.factor = 1",
+        "emit.heartbeats.enabled = false",
+        f"sparkmirror.checkpoint.location = {checkpoints}",
+    ]
+    cfg = tmp_path / "mm2.properties"
+    cfg.write_text("\n".join(lines) + "\n")
+    try:
+        code, stderr = _run_in_process(cfg)
+    finally:
+        query = AclBindingFilter(ResourceType.TOPIC, offset_map, Pattern.LITERAL, "User:app", None, AclOperation.ANY,
+                                 AclPermissionType.ANY)  # fmt: skip
+        for f in admin_b.delete_acls([query]).values():
+            f.result()
+    assert code == 1, stderr[-3000:]
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, stderr[-3000:]
+    assert "cluster B refused User:app" in errors[0], errors[0]
+    assert lease_group(alias, "B") in errors[0] and "GROUP_AUTHORIZATION_FAILED" in errors[0], errors[0]
+    assert "already running" not in stderr
+    assert_no_secret({"stderr": stderr}, secured.secrets())

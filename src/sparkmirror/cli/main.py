@@ -5,7 +5,8 @@ failback add 3 (a group is active on the destination) and 4 (replication has not
 run adds 5 (records expired on the source before they were mirrored), 6 (another instance
 runs the flow: it holds the flow's lease) and 7 (a source topic was deleted and re-created);
 status adds 8 (a partition lags beyond the limit given) and 9 (a flow failed, went silent or
-never reported). docs/faults.md lists run's codes with the faults behind them.
+never reported). docs/faults.md lists run's codes with the faults behind them, and which one a
+run whose flows stopped with different codes exits with.
 Heavy imports (pyspark, confluent-kafka) happen inside the commands.
 """
 

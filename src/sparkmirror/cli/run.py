@@ -3,7 +3,8 @@
 Exit codes (beside main's 0/1/2): 5 when records expired on the source before they were mirrored
 (``sparkmirror.source.loss = report``: at the end of the run; ``fail``: the flow stopped there);
 6 when another instance runs a flow (it holds the flow's lease); 7 when a source topic was
-deleted and re-created (``--reset-topic`` resumes).
+deleted and re-created (``--reset-topic`` resumes). Several flows stopped with different codes:
+:func:`sparkmirror.pipeline.exceptions.run_exit_code` picks one (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -114,12 +115,25 @@ def run(
         for r in runners:
             log.info(r.report_line())
 
+    from sparkmirror.errors import SparkMirrorError
+    from sparkmirror.pipeline.exceptions import FlowsFailed, SourceLossError, run_exit_code
+
     try:
         if sys.stderr.isatty() and not os.environ.get("CI"):
             with LiveView() as view:
                 mirror.run(on_progress=view.update, progress_every_s=1.0)
         else:
             mirror.run(on_progress=on_progress)
+    except SparkMirrorError as exc:
+        # Records lost in report mode count too: the exit code follows the same rule as several
+        # stopped flows (docs/faults.md).
+        lost = sum(r.progress.lost_on_source for r in mirror.runners)
+        code = run_exit_code([exc.exit_code, SourceLossError.exit_code]) if lost else exc.exit_code
+        if code != exc.exit_code:
+            raise FlowsFailed(
+                f"{exc}; and {lost:,} records expired on the source before they were mirrored (listed above)", code
+            ) from None
+        raise
     finally:
         try:
             print_summary(mirror.runners)
@@ -129,8 +143,6 @@ def run(
             r.clients.close()  # the summary's admin clients: Spark keeps the flows referenced
     lost = sum(r.progress.lost_on_source for r in mirror.runners)
     if lost:
-        from sparkmirror.pipeline.exceptions import SourceLossError
-
         raise SourceLossError(
             f"{lost:,} records expired on the source before they were mirrored (listed above); "
             "raise the source topics' retention or the mirror's throughput"

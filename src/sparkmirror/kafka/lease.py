@@ -16,6 +16,9 @@ Rules:
   with its instance id. A holder on another host that was killed keeps the lease until
   :data:`SESSION_TIMEOUT_MS` (the group's session timeout) has passed; a new instance waiting for
   the lease then gets it, so a restart elsewhere after a crash is delayed by at most that.
+- A target that refuses this principal the lease (no ACL for the group or the topic, or refused
+  credentials) is not another holder: :meth:`FlowLease.acquire` raises :class:`LeaseRefused` at
+  once, classified by :mod:`sparkmirror.kafka.access`, instead of waiting and naming no holder.
 - A holder that loses its partition (cut off from the target longer than the session timeout)
   rejoins by itself; if after :data:`ACQUIRE_WAIT_S` another member holds the partition, another
   instance has it: :attr:`FlowLease.lost` is set and the flow must stop. A target that is down is
@@ -39,10 +42,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sparkmirror.errors import SparkMirrorError
+from sparkmirror.kafka.access import classify
 from sparkmirror.kafka.factory import new_admin, new_consumer
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,33 @@ class LeaseHeld(SparkMirrorError):
         return (self.__class__, (self.args[0],), {"holder": self.holder})
 
 
+class LeaseRefused(SparkMirrorError):
+    """The target refused this principal what the lease needs (an authorization or authentication
+    failure, as :func:`sparkmirror.kafka.access.classify` says): no other instance is involved. The
+    caller names cluster and principal (:func:`sparkmirror.kafka.access.denied`)."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+        self.exit_code = 2 if kind == "authentication" else 1
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (self.__class__, (self.kind, self.detail))
+
+
+def refusal(err: KafkaError | None) -> tuple[str, str] | None:
+    """``(kind, detail)`` when a lease member's error says the target refused access; None otherwise
+    (a broker down, a coordinator moving: the lease waits)."""
+    if err is None:
+        return None
+    found = classify(f"{err.name()} {err.str()}")
+    if found is None:
+        return None
+    kind, _code = found
+    return kind, f"{err.name()}: {err.str()}"
+
+
 def _lock_path(group: str, bootstrap: str) -> str:
     """The host-local lock file of a lease (per target cluster and group)."""
     digest = hashlib.sha256(f"{bootstrap}\n{group}".encode()).hexdigest()[:16]
@@ -81,11 +112,14 @@ CLOSE_WAIT_S = 10.0
 class FlowLease:
     """The lease of one flow; :meth:`acquire` once, :meth:`release` at the end."""
 
-    def __init__(self, consumer_conf: Mapping[str, str], *, flow: str, group: str, topic: str) -> None:
+    def __init__(
+        self, consumer_conf: Mapping[str, str], *, flow: str, group: str, topic: str, host: str | None = None
+    ) -> None:
         self.flow = flow
         self.group = group
         self.topic = topic
-        self.host = socket.gethostname()
+        #: This host's name (``host``: a test hook, to play an instance on another host).
+        self.host = host or socket.gethostname()
         self.pid = os.getpid()
         self.client_id = f"sparkmirror-lease host={self.host} pid={self.pid}"
         self._conf = {
@@ -111,7 +145,10 @@ class FlowLease:
 
     # -- acquire ------------------------------------------------------------
     def acquire(self, admin_conf: Mapping[str, str], *, wait_s: float = ACQUIRE_WAIT_S) -> None:
-        """Join the group and wait until this instance owns the partition; raise :class:`LeaseHeld`."""
+        """Join the group and wait until this instance owns the partition; raise :class:`LeaseHeld`
+        (another instance holds it) or :class:`LeaseRefused` (the target refuses this principal)."""
+        from confluent_kafka import KafkaException
+
         self._admin_conf = dict(admin_conf)
         self._lock_host()
         conf = {**self._conf, "group.instance.id": self._instance_id(admin_conf)}
@@ -120,7 +157,22 @@ class FlowLease:
         deadline = time.monotonic() + wait_s
         said = False
         while not self._owned.is_set():
-            consumer.poll(0.5)
+            try:
+                msg = consumer.poll(0.5)
+                err = msg.error() if msg is not None else None
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if refusal(err) is None:
+                    self.release()
+                    raise
+            refused = refusal(err)
+            if refused is not None:
+                # A missing group or topic ACL looks like a lease held by someone else (no partition
+                # ever comes): say what it is, at once.
+                self.release()
+                raise LeaseRefused(*refused)
+            if err is not None:
+                log.debug("flow=%s lease group %s: %s", self.flow, self.group, err.str())
             if time.monotonic() > deadline:
                 holder = self._holders(admin_conf)
                 self.release()

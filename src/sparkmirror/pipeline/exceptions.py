@@ -7,6 +7,8 @@ terminal error carries :data:`TERMINAL_MARKER` in its message and every class st
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from sparkmirror.errors import SparkMirrorError
 
 #: Marker the driver looks for in a failed batch's error text.
@@ -67,3 +69,45 @@ class TopicRecreatedError(FlowFailed):
     """A source topic was deleted and re-created; the flow stops until ``run --reset-topic``."""
 
     exit_code = 7
+
+
+#: ``run``'s exit code when flows stopped with different codes: the first of these that any flow
+#: has. The fault that needs an operator's hands first, and that a restart of the run cannot fix,
+#: comes first: the configuration (2), a re-created source topic to reset (7), records lost on the
+#: source (5), another instance running a flow (6); any other failure is 1.
+EXIT_CODE_PRECEDENCE = (2, 7, 5, 6, 1)
+
+
+def run_exit_code(codes: Iterable[int]) -> int:
+    """The run's one exit code for the codes of its stopped flows (and of its report-mode losses, 5):
+    their code when they all share it, else the first of :data:`EXIT_CODE_PRECEDENCE` among them."""
+    found = set(codes)
+    if len(found) == 1:
+        return found.pop()
+    for code in EXIT_CODE_PRECEDENCE:
+        if code in found:
+            return code
+    return 1
+
+
+class FlowsFailed(FlowFailed):
+    """Several flows stopped; every flow's error in one message, the exit code by :func:`run_exit_code`."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (self.__class__, (self.args[0], self.exit_code))
+
+
+def stopped_flows_error(errors: Sequence[SparkMirrorError]) -> SparkMirrorError | None:
+    """What ends a run whose flows stopped with ``errors``: the one error as it is, or every flow's
+    error in one :class:`FlowsFailed` with the code :func:`run_exit_code` picks; None when none stopped."""
+    if not errors:
+        return None
+    if len(errors) == 1:
+        return errors[0]
+    return FlowsFailed(
+        f"{len(errors)} flows stopped: " + "; ".join(str(e) for e in errors), run_exit_code(e.exit_code for e in errors)
+    )

@@ -28,7 +28,9 @@ class StandInFlow:
         self.once = once
         self.stop_requested = threading.Event()
         self.progress = SimpleNamespace(restarts=0)
-        self.batches = SimpleNamespace(succeeded=False)
+        #: The whole text of the last failed batch's error, as the batch handler keeps it.
+        self.failure_detail: str | None = None
+        self.batches = SimpleNamespace(succeeded=False, take_failure=self._take_failure)
         self.scheduler = Scheduler()
         self.query: Query | None = None
         self.finished = False
@@ -37,6 +39,10 @@ class StandInFlow:
         self.metrics = None
         #: Every state the supervisor reported, with its error.
         self.reports: list[tuple[str, str | None]] = []
+
+    def _take_failure(self) -> str | None:
+        detail, self.failure_detail = self.failure_detail, None
+        return detail
 
     def report(self, state: str, error: str | None = None) -> None:
         self.reports.append((state, error))
@@ -217,3 +223,53 @@ def test_a_failed_query_is_reported_as_restarting_with_its_error() -> None:
     s = _ended(flow, RuntimeError("broker went away"))
     s.poll()
     assert flow.reports == [("restarting", "broker went away")]
+
+
+def test_a_query_whose_thread_died_without_an_error_is_replayed_not_finished(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark records no error when its stream thread dies of a JVM error (a StackOverflowError in its
+    own error handling): in a run without --once that is a failure to replay, never a finished flow."""
+    clock = [1000.0]
+    monkeypatch.setattr(sup.time, "monotonic", lambda: clock[0])
+    flow = StandInFlow()
+    s = _ended(flow, None)
+    s.poll()
+    assert not flow.finished and s.failures == 1
+    assert flow.reports[-1][0] == "restarting" and "ended without an error" in (flow.reports[-1][1] or "")
+    clock[0] += sup.RESTART_BACKOFF_S[0]
+    s.poll()
+    assert flow.starts == 1
+
+
+def test_a_stopped_query_without_an_error_finishes_the_flow() -> None:
+    flow = StandInFlow()
+    flow.stop_requested.set()
+    _ended(flow, None).poll()
+    assert flow.finished
+
+
+def test_a_terminal_error_kept_by_the_batch_handler_stops_the_flow_with_its_whole_sentence() -> None:
+    """Spark holds only the batch's short error; the handler's whole text decides."""
+    flow = StandInFlow()
+    sentence = "flow=A->B t[0] offset=7: refused for good " + "x" * 500
+    flow.failure_detail = f"Py4JJavaError: ... {TERMINAL_MARKER} {sentence}\n at ..."
+    s = _ended(flow, RuntimeError("BatchFailed: flow=A->B batch 3 failed: [sparkmirror:terminal] flow=A->B t[0] off"))
+    with pytest.raises(FlowFailed) as err:
+        s.poll()
+    assert str(err.value) == sentence
+
+
+def test_a_failed_batch_is_reported_by_what_failed_not_by_the_py4j_wrapper() -> None:
+    flow = StandInFlow()
+    flow.failure_detail = (
+        "Py4JJavaError: An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: ...\n"
+        "sparkmirror.pipeline.exceptions.WriteError: flow=A->B t[0] offsets 5..9: transaction not committed\n"
+    )
+    s = _ended(flow, RuntimeError("BatchFailed: flow=A->B batch 3 failed: ..."))
+    s.poll()
+    assert flow.reports == [
+        (
+            "restarting",
+            "sparkmirror.pipeline.exceptions.WriteError: flow=A->B t[0] offsets 5..9: transaction not committed",
+        )
+    ]

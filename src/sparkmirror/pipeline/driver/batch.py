@@ -5,12 +5,22 @@ offsets only when it returns. It returns only after the tasks saw every record a
 dead-lettered) and the batch's offset-map segments are durable on the target; a refused record
 raises a terminal error and the batch is not committed; a stop request abandons a batch before it
 starts, never lets one return early.
+
+A failed batch reaches Spark as a short error (:class:`BatchFailed`, at most
+:data:`MAX_ERROR_CHARS`), never as the Py4J dump of a failed Spark job: when a query is stopped,
+Spark matches the error's text against a regular expression that recurses once per character
+after ``Py4JJavaError: An error occurred while calling`` (``StreamExecution.isInterruptionException``,
+Spark 4.2), and a dump of a few kilobytes overflowed the stream thread's stack
+(``java.lang.StackOverflowError``: the thread died without an error, which read as a query that
+ended normally). The whole text is kept here (:meth:`BatchHandler.take_failure`) for the
+supervisor, which decides from it whether the failure is terminal.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -18,13 +28,14 @@ from typing import TYPE_CHECKING
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.offsetmap import Segment
 from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out, task_count
+from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore
 from sparkmirror.offsets.syncs import OffsetSyncWriter
 from sparkmirror.pipeline.driver.progress import FlowProgress, SourceLoss
-from sparkmirror.pipeline.exceptions import SOURCE_LOSS_PREFIX, WriteError
+from sparkmirror.pipeline.exceptions import SOURCE_LOSS_PREFIX, TERMINAL_MARKER, WriteError
 from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import RESULT_SCHEMA, PartitionResult
 from sparkmirror.pipeline.executor.sources import INPUT_COLUMNS
@@ -44,6 +55,44 @@ log = logging.getLogger(__name__)
 
 class StopRequested(Exception):
     """Raised inside foreachBatch to abandon (not commit) a batch on stop."""
+
+
+#: The longest error text a failed batch hands to Spark (see the module's docstring).
+MAX_ERROR_CHARS = 400
+
+#: Spark's stop interrupts the batch's Spark job; these in the error say so.
+_INTERRUPTED = ("java.lang.InterruptedException", "java.io.InterruptedIOException", "ClosedByInterruptException")
+
+
+class BatchFailed(SparkMirrorError):
+    """A micro-batch failed; the short form Spark sees (the handler keeps the whole text)."""
+
+    retriable = True
+
+
+def error_text(exc: BaseException) -> str:
+    """``exc`` as text, with the Java side's stack trace for a Py4J error (never raises)."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - a Py4J error whose JVM side is gone
+        return repr(exc)
+
+
+def summary(text: str) -> str:
+    """One line that says what failed: a terminal error's sentence (with its marker), else the first
+    line naming an error that is not Py4J's or Spark's wrapper, at most :data:`MAX_ERROR_CHARS`."""
+    idx = text.find(TERMINAL_MARKER)
+    if idx >= 0:
+        line = text[idx:].splitlines()[0]
+    else:
+        lines = [ln.strip().removeprefix(": ").strip() for ln in text.splitlines()]
+        lines = [ln for ln in lines if ln and not ln.startswith(("at ", "Traceback", "File ", "..."))]
+        named = [ln for ln in lines if re.match(r"^[\w.$]*(Error|Exception)\b", ln)]
+        wrappers = ("Py4JJavaError", "SparkException", "PythonException", "An error occurred while calling")
+        own = [ln for ln in named if not any(w in ln.split(":", 1)[0] or ln.startswith(w) for w in wrappers)]
+        line = (own or named or lines or [text])[0]
+    line = line.replace("py4j.protocol.Py4JJavaError: ", "").replace("An error occurred while calling", "calling")
+    return re.sub(r"\s+", " ", line)[:MAX_ERROR_CHARS]
 
 
 class BatchHandler:
@@ -87,10 +136,32 @@ class BatchHandler:
         #: The flow's metrics (None: no metrics endpoint).
         self.metrics: FlowMetrics | None = None
         self._direct_unavailable_logged = False
+        #: The whole error text of the last failed batch, until the supervisor takes it.
+        self._failure: str | None = None
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         if self.stop.is_set():
             raise StopRequested(f"flow={self.flow.name} batch {batch_id} abandoned: stop requested")
+        try:
+            self._run_batch(batch_df, batch_id)
+        except Exception as exc:  # noqa: BLE001 - handed to Spark in a short form, kept whole here
+            raise self._failed(batch_id, exc) from None
+
+    def take_failure(self) -> str | None:
+        """The whole text of the last failed batch's error (once); None if none failed since."""
+        text, self._failure = self._failure, None
+        return text
+
+    def _failed(self, batch_id: int, exc: Exception) -> Exception:
+        """What Spark gets for a failed batch: short, without the Py4J dump (module docstring)."""
+        text = error_text(exc)
+        if self.stop.is_set() and any(name in text for name in _INTERRUPTED):
+            return StopRequested(f"flow={self.flow.name} batch {batch_id} abandoned: stop requested")
+        self._failure = text
+        log.debug("flow=%s batch %d failed: %s", self.flow.name, batch_id, text)
+        return BatchFailed(f"flow={self.flow.name} batch {batch_id} failed: {summary(text)}")
+
+    def _run_batch(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         self._ensure_partitions()
         # Read per batch: topic limits may have changed, and the tasks extend each partition's

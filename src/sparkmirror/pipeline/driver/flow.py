@@ -28,7 +28,7 @@ from sparkmirror.kafka.access import AccessDenied, classify, denied, principal
 from sparkmirror.kafka.acls import AclSync
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets
-from sparkmirror.kafka.lease import FlowLease, LeaseHeld
+from sparkmirror.kafka.lease import FlowLease, LeaseHeld, LeaseRefused
 from sparkmirror.kafka.topicids import TopicIds, TopicRecreated, source_topic_ids
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore
@@ -118,6 +118,15 @@ def take_lease(clients: FlowClients) -> FlowLease:
         lease.acquire(clients.target_admin_config)
     except LeaseHeld as exc:
         raise InstanceConflict(str(exc)) from None
+    except LeaseRefused as exc:
+        raise denied(
+            exc.kind,
+            exc.detail,
+            flow=flow.name,
+            cluster=flow.target,
+            who=principal(clients.target_consumer),
+            operation=f"join the flow's lease group {lease.group} (consumer group, topic {lease.topic})",
+        ) from None
     return lease
 
 

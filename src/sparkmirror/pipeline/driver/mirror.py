@@ -18,7 +18,7 @@ from sparkmirror.pipeline.driver.flow import Flow, take_lease
 from sparkmirror.pipeline.driver.scheduler import Scheduler
 from sparkmirror.pipeline.driver.startup import wait_for_clusters
 from sparkmirror.pipeline.driver.supervisor import FlowSupervisor
-from sparkmirror.pipeline.exceptions import FlowFailed, SourceLossError
+from sparkmirror.pipeline.exceptions import FlowFailed, stopped_flows_error
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -145,12 +145,9 @@ class Mirror:
                 heartbeats.close()
             if self.metrics is not None:
                 self.metrics.close()
-        errors = [f.failure for f in self.runners if f.failure is not None]
-        if len(errors) == 1:
-            raise errors[0]
-        if errors:
-            kind = SourceLossError if all(isinstance(e, SourceLossError) for e in errors) else FlowFailed
-            raise kind(f"{len(errors)} flows stopped: " + "; ".join(str(e) for e in errors))
+        stopped = stopped_flows_error([f.failure for f in self.runners if f.failure is not None])
+        if stopped is not None:
+            raise stopped
         return self.runners
 
     def _take_leases(self) -> dict[str, FlowLease]:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from sparkmirror.errors import ConfigError
 from sparkmirror.kafka.access import AccessDenied
+from sparkmirror.pipeline.driver.batch import summary
 from sparkmirror.pipeline.driver.flow import CONFIG_SYNC, REFRESH, Flow
 from sparkmirror.pipeline.exceptions import (
     SOURCE_LOSS_PREFIX,
@@ -114,10 +115,21 @@ class FlowSupervisor:
     def _on_query_end(self) -> None:
         flow = self.flow
         error = flow.take_ended_query()
+        # The whole text of a failed batch's error first: Spark holds only its short form.
+        detail = flow.batches.take_failure()
         if error is None:
-            flow.finish()
-            return
-        text = str(error)
+            if flow.once or flow.stop_requested.is_set():
+                flow.finish()
+                return
+            # A query runs until stopped: one that ends without an error had its thread die (a JVM error
+            # Spark did not record). Finishing here would leave the flow silently idle: replay instead.
+            text = "the query's thread ended without an error (see the Spark log above)"
+            shown = text
+            if detail is not None:
+                text = f"{text}; the last batch failed: {detail}"
+        else:
+            text = str(error) if detail is None else f"{detail}\n{error}"
+            shown = first_line(text) if detail is None else summary(detail)
         if flow.stop_requested.is_set() and "StopRequested" in text:
             flow.finished = True
             return
@@ -135,13 +147,10 @@ class FlowSupervisor:
         if broken is not None:
             raise FlowFailed(f"flow={flow.flow.name} cannot run: {broken.group(1)}: {broken.group(2).strip()}")
         delay = self._failed()
-        self.flow.report("restarting", first_line(text))
-        self._give_up_once(first_line(text))
+        self.flow.report("restarting", shown)
+        self._give_up_once(shown)
         log.warning(
-            "flow=%s query failed (%s); replaying from the last committed batch in %ds",
-            flow.flow.name,
-            first_line(text),
-            delay,
+            "flow=%s query failed (%s); replaying from the last committed batch in %ds", flow.flow.name, shown, delay
         )
         self._restart_at = time.monotonic() + delay
 

@@ -153,7 +153,7 @@ class SparkSettings(_Frozen):
     """Most records read per micro-batch across all partitions (Spark's ``maxOffsetsPerTrigger``). Each
     batch ends on a barrier (every task flushes, then the driver commits), so larger batches copy faster;
     with the direct reader a batch's size does not set its memory (measured in docs/performance.md)."""
-    task_max_records: int = Field(default=100_000, ge=1, alias="sparkmirror.task.max.records")
+    task_max_records: int = Field(default=25_000, ge=1, alias="sparkmirror.task.max.records")
     """When several flows run in one process: most records one task copies before its core is free
     for another flow. A larger batch is copied in rounds (each partition's range cut in order, one
     Spark job per round), so a flow with a big backlog holds the cores for about a round at a time

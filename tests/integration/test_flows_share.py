@@ -7,7 +7,9 @@ while it waited to reach its target, X may copy a few rounds' worth of records, 
 backlog. Before each flow had a fair-scheduler pool of its own and big batches were copied in
 rounds, Y's records waited behind X's whole batch (docs/decisions.md, "Several flows share the
 application"). Two topologies: A->B with B->A, and A->B with C->B, two flows into one target (C is
-a second alias of A's brokers, with its own remote topics, offset map and lease on B).
+a second alias of A's brokers, with its own remote topics, offset map and lease on B). In both, a
+third flow D->B fails for good (B refuses a record) while X is busy: it stops alone, and Y's records
+go on arriving.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_helpers import create_topics, unique, write_config
+from kafka_helpers import Rec, create_topics, produce, unique, write_config
 from sparkmirror.config import load_config
 from sparkmirror.pipeline.driver.mirror import Mirror
+from sparkmirror.pipeline.exceptions import FlowFailed
 from sparkmirror.pipeline.session import pool_name
 
 #: X's backlog, in records; the test's rounds are TASK_MAX records per task, 2 tasks (local[2]).
@@ -57,23 +60,40 @@ def _on_target(watch: Consumer, topic: str) -> int:
 def test_a_flow_with_a_backlog_does_not_starve_another(
     bootstraps, spark, tmp_path: Path, checkpoints, topology: str
 ) -> None:
-    big, small = unique("backlog"), unique("trickle")
+    big, small, bad = unique("backlog"), unique("trickle"), unique("refused")
     y_source, y_alias = ("B", "B") if topology == "A->B with B->A" else ("A", "C")
     y_target = "A" if y_alias == "B" else "B"
-    create_topics(bootstraps["A"], {big: PARTITIONS})
+    y = f"{y_alias}->{y_target}"
+    create_topics(bootstraps["A"], {big: PARTITIONS, bad: 1})
     create_topics(bootstraps[y_source], {small: 1})
+    # A third flow, D->B (D: another alias of A's brokers), fails for good: B refuses its second record.
+    create_topics(bootstraps["B"], {f"D.{bad}": 1}, config={"max.message.bytes": "2000"})
+    produce(
+        bootstraps["A"],
+        bad,
+        0,
+        [Rec(None, b"x" * (10 if i != 1 else 5000), (), int(time.time() * 1000)) for i in range(3)],
+    )
     _fill(bootstraps["A"], big)
     extra = (
-        f"A->B.topics = {big}\n{y_alias}->{y_target}.enabled = true\n{y_alias}->{y_target}.topics = {small}\n"
+        f"clusters = A, B, C, D\nC.bootstrap.servers = {bootstraps['A']}\nD.bootstrap.servers = {bootstraps['A']}\n"
+        f"A->B.topics = {big}\n{y}.enabled = true\n{y}.topics = {small}\n"
+        f"D->B.enabled = true\nD->B.topics = {bad}\nD->B.sync.topic.configs.enabled = false\n"
         f"sparkmirror.task.max.records = {TASK_MAX}\nsparkmirror.trigger.interval.ms = 100\n"
     )
-    if y_alias == "C":
-        extra = f"clusters = A, B, C\nC.bootstrap.servers = {bootstraps['A']}\n" + extra
     cfg = write_config(
         tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints, extra=extra
     )
     mirror = Mirror(load_config(cfg))
-    runner = threading.Thread(target=mirror.run, daemon=True)
+    ended: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            mirror.run()
+        except BaseException as exc:  # noqa: BLE001 - the failed flow's error ends the run: kept for the asserts
+            ended.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
     watch = Consumer({"bootstrap.servers": bootstraps["B"], "group.id": unique("w")})
     reader = Consumer({"bootstrap.servers": bootstraps[y_target], "group.id": unique("r"), "enable.auto.commit": False})
     trickle = Producer({"bootstrap.servers": bootstraps[y_source], "linger.ms": 0, "acks": "all"})
@@ -81,17 +101,24 @@ def test_a_flow_with_a_backlog_does_not_starve_another(
     waited: list[tuple[int, int]] = []  # (X on target when a Y record was sent, when it arrived)
     sent: dict[int, int] = {}
     x_pool_busy = False
+    failed_at: int | None = None  # X on target when D->B had failed
     runner.start()
     try:
         deadline = time.monotonic() + 600
-        while not (len(mirror.runners) == 2 and all(f.query is not None for f in mirror.runners)):
+        while not {"A->B", y} <= {f.flow.name for f in mirror.runners if f.query is not None}:
             assert time.monotonic() < deadline and runner.is_alive(), "the flows did not start"
             time.sleep(0.2)
+        while len(mirror.runners) < 3:
+            assert time.monotonic() < deadline and runner.is_alive(), "D->B did not start"
+            time.sleep(0.2)
+        flows = {f.flow.name: f for f in mirror.runners}
         reader.assign([TopicPartition(f"{y_alias}.{small}", 0, 0)])
         n = 0
         while True:
             assert time.monotonic() < deadline, f"X at {_on_target(watch, f'A.{big}')}, Y got {len(waited)}"
             x_done = _on_target(watch, f"A.{big}")
+            if failed_at is None and flows["D->B"].failure is not None:
+                failed_at = x_done
             if x_done >= BACKLOG:
                 break
             if n not in sent:
@@ -108,13 +135,18 @@ def test_a_flow_with_a_backlog_does_not_starve_another(
         mirror.request_stop()
         runner.join(120)
     assert not runner.is_alive()
-    assert all(f.failure is None for f in mirror.runners), [f.failure for f in mirror.runners]
+    assert flows["A->B"].failure is None and flows[y].failure is None, [f.failure for f in mirror.runners]
     # Y's records reached their target while X's backlog was still being copied ...
     assert len(waited) >= 3, f"only {len(waited)} of Y's records arrived before X's backlog was copied: {waited}"
     # ... each after X copied a few rounds at most, not most of its batch.
     assert max(after - before for before, after in waited) <= FAIR_SHARE, waited
+    # D->B stopped alone, naming the record, while X was busy; Y's records went on arriving after.
+    assert isinstance(flows["D->B"].failure, FlowFailed) and ended == [flows["D->B"].failure]
+    assert f"{bad}[0] offset=1" in str(ended[0])
+    assert failed_at is not None and failed_at < BACKLOG
+    assert any(before >= failed_at for before, _after in waited), (failed_at, waited)
     # X's jobs ran in X's fair-scheduler pool, Y's in Y's.
     assert x_pool_busy
-    assert sc._jsc.sc().getPoolForName(pool_name(f"{y_alias}->{y_target}")).isDefined()
+    assert sc._jsc.sc().getPoolForName(pool_name(y)).isDefined()
     reader.close()
     watch.close()

@@ -153,6 +153,12 @@ class SparkSettings(_Frozen):
     """Most records read per micro-batch across all partitions (Spark's ``maxOffsetsPerTrigger``). Each
     batch ends on a barrier (every task flushes, then the driver commits), so larger batches copy faster;
     with the direct reader a batch's size does not set its memory (measured in docs/performance.md)."""
+    task_max_records: int = Field(default=25_000, ge=1, alias="sparkmirror.task.max.records")
+    """When several flows run in one process: most records one task copies before its core is free
+    for another flow. A larger batch is copied in rounds (each partition's range cut in order, one
+    Spark job per round), so a flow with a big backlog holds the cores for about a round at a time
+    and Spark's fair scheduler hands them to the other flows in between (docs/decisions.md). A lone
+    flow copies each batch in one round. Direct reader only."""
     source_reader: Literal["direct", "spark"] = Field(default="direct", alias="sparkmirror.source.reader")
     """How records are read from the source. ``direct``: Spark's Kafka source plans each micro-batch's
     offset ranges and the tasks read them with librdkafka (less CPU per record, docs/performance.md).

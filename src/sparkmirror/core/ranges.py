@@ -83,3 +83,26 @@ def check_disjoint(groups: Sequence[Sequence[SourceRange]]) -> None:
             if key in seen:
                 raise ValueError(f"{r.topic}[{r.partition}] planned twice in one micro-batch")
             seen.add(key)
+
+
+def rounds(ranges: Iterable[SourceRange], max_records: int) -> list[list[SourceRange]]:
+    """Cut a batch's ranges into successive rounds of at most about ``max_records`` records each.
+
+    Each partition's range is cut into consecutive pieces, one per round, in offset order (round
+    ``k + 1`` starts where round ``k`` ended), so copying the rounds one after the other writes every
+    partition in order. A round gives each partition still holding records the same share
+    (``max_records`` over the partitions that still hold records, at least one record), so a round
+    holds more than ``max_records`` only when more partitions than that hold records. Empty ranges
+    are dropped; a batch within the limit is one round, unchanged.
+    """
+    if max_records < 1:
+        raise ValueError(f"max_records must be at least 1, got {max_records}")
+    work = [r for r in ranges if r.size > 0]
+    if sum(r.size for r in work) <= max_records:
+        return [work] if work else []
+    out: list[list[SourceRange]] = []
+    while work:
+        share = max(1, max_records // len(work))
+        out.append([SourceRange(r.topic, r.partition, r.start, min(r.until, r.start + share)) for r in work])
+        work = [SourceRange(r.topic, r.partition, r.start + share, r.until) for r in work if r.start + share < r.until]
+    return out

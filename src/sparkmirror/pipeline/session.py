@@ -47,7 +47,21 @@ SPARK_DEFAULTS = {
     # Adaptive query execution does nothing for a streaming query, and Spark warns at every query
     # start that it is "not supported in streaming" when it is on (its default).
     "spark.sql.adaptive.enabled": "false",
+    # Each flow's jobs run in a pool of their own (``pool_name``): a free core goes to the flow with
+    # the fewest running tasks, not to the oldest job, so a flow with a backlog does not hold every
+    # core while the others wait (docs/decisions.md, "Several flows share the application").
+    "spark.scheduler.mode": "FAIR",
 }
+
+#: The local property that names a job's fair-scheduler pool; streaming queries inherit it from the
+#: thread that starts them.
+SCHEDULER_POOL = "spark.scheduler.pool"
+
+
+def pool_name(flow: str) -> str:
+    """The fair-scheduler pool of a flow's jobs (one per flow, made by Spark at first use with weight 1)."""
+    return f"sparkmirror {flow}"
+
 
 #: Spark 4.1 moved its streaming engine's classes from this package into sub-packages
 #: (``checkpointing``, ``runtime``, ...); names below are given for both layouts.
@@ -160,7 +174,13 @@ def _escape(text: str) -> str:
 #: on every micro-batch that takes longer than the trigger interval: under load a mirror's batches
 #: run back to back by design (``sparkmirror.trigger.interval.ms``), which made one line per batch.
 #: Both names: the class moved in Spark 4.1, and quieting a logger that no class uses costs nothing.
-_EXPECTED_WARNINGS = (f"{_STREAMING}.ProcessingTimeExecutor", f"{_STREAMING}.runtime.ProcessingTimeExecutor")
+#: FairSchedulableBuilder warns once per pool that it made the pool with default settings (weight 1,
+#: no minimum share): what each flow's pool is meant to be.
+_EXPECTED_WARNINGS = (
+    f"{_STREAMING}.ProcessingTimeExecutor",
+    f"{_STREAMING}.runtime.ProcessingTimeExecutor",
+    "org.apache.spark.scheduler.FairSchedulableBuilder",
+)
 
 
 def _quiet_expected_warnings(spark: SparkSession) -> None:

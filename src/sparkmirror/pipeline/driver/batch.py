@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.offsetmap import Segment
-from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out, task_count
+from sparkmirror.core.ranges import SourceRange, check_disjoint, rounds, share_out, task_count
 from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import committed_offsets
@@ -37,15 +37,17 @@ from sparkmirror.offsets.syncs import OffsetSyncWriter
 from sparkmirror.pipeline.driver.progress import FlowProgress, SourceLoss
 from sparkmirror.pipeline.exceptions import SOURCE_LOSS_PREFIX, TERMINAL_MARKER, WriteError
 from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
-from sparkmirror.pipeline.executor.results import RESULT_SCHEMA, PartitionResult
+from sparkmirror.pipeline.executor.results import RESULT_SCHEMA, PartitionResult, merge_rounds
 from sparkmirror.pipeline.executor.sources import INPUT_COLUMNS
 from sparkmirror.pipeline.executor.tasks import copy_arrow_batches, copy_range_groups
 from sparkmirror.pipeline.ranges import planned_ranges
+from sparkmirror.pipeline.session import SCHEDULER_POOL, pool_name
 
 if TYPE_CHECKING:
     import threading
 
     import pyarrow as pa
+    from pyspark import SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
     from sparkmirror.metrics.exporter import FlowMetrics
@@ -110,8 +112,11 @@ class BatchHandler:
         progress: FlowProgress,
         stop: threading.Event,
         on_offsets_backwards: Callable[[set[str]], None] | None = None,
+        shared: bool = False,
     ) -> None:
         self.spark = spark
+        #: Other flows run in this Spark application: big batches are copied in rounds (``task.max.records``).
+        self.shared = shared
         #: Called (before copying) with the topics whose planned range ends before it starts.
         self.on_offsets_backwards = on_offsets_backwards
         self.flow: FlowConfig = clients.flow
@@ -163,6 +168,9 @@ class BatchHandler:
 
     def _run_batch(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        # The thread Spark calls us from inherited the pool from the query's start; set it again in
+        # case this thread is another one (pyspark without pinned threads).
+        self.spark.sparkContext.setLocalProperty(SCHEDULER_POOL, pool_name(self.flow.name))
         self._ensure_partitions()
         # Read per batch: topic limits may have changed, and the tasks extend each partition's
         # last segment.
@@ -224,7 +232,12 @@ class BatchHandler:
         return [PartitionResult.from_row(r.asDict(recursive=True)) for r in rows]
 
     def _copy_direct(self, plan: WritePlan, ranges: list[SourceRange] | None) -> list[PartitionResult] | None:
-        """Copy the batch's planned ranges in at most one task per core; ``None`` if Spark's plan cannot be read."""
+        """Copy the batch's planned ranges in at most one task per core; ``None`` if Spark's plan cannot be read.
+
+        When other flows share the application, a batch above ``task.max.records`` per core is copied
+        in rounds, one Spark job each (:func:`~sparkmirror.core.ranges.rounds`); the results are one
+        per partition as if it were one job.
+        """
         if ranges is None:
             if not self._direct_unavailable_logged:
                 self._direct_unavailable_logged = True
@@ -236,6 +249,30 @@ class BatchHandler:
                 )
             return None
         cores = max(1, int(self.spark.sparkContext.defaultParallelism))
+        total = sum(r.size for r in ranges)
+        # Several flows: at most task.max.records per task and round, so the cores come free for the
+        # other flows' jobs between rounds (the fair scheduler gives them to the pool with fewest tasks).
+        limit = self.flow.spark.task_max_records * cores if self.shared else max(1, total)
+        pieces = rounds(ranges, limit)
+        sc = self.spark.sparkContext
+        results: list[PartitionResult] = []
+        for n, piece in enumerate(pieces, 1):
+            if n > 1:
+                # Each round extends the segments of the one before and writes through the same workers.
+                done = merge_rounds(results)
+                tails = {(r.topic, r.partition): r.segments[-1] for r in done if r.segments}
+                writers = {(r.topic, r.partition): r.writer for r in done}
+                plan = dataclasses.replace(plan, tails={**plan.tails, **tails}, writers={**plan.writers, **writers})
+            round_results = self._copy_round(sc, plan, piece, cores, f"{n}/{len(pieces)}")
+            results.extend(round_results)
+            if any(r.error for r in round_results):
+                break  # a refused record stops the flow: the later rounds are not copied
+        return merge_rounds(results)
+
+    def _copy_round(
+        self, sc: SparkContext, plan: WritePlan, ranges: list[SourceRange], cores: int, name: str
+    ) -> list[PartitionResult]:
+        """One Spark job copying ``ranges`` in at most one task per core."""
         records = sum(r.size for r in ranges)
         tasks = task_count(records, cores, exactly_once=plan.exactly_once)
         groups = share_out(ranges, tasks)
@@ -246,8 +283,8 @@ class BatchHandler:
         def copy(items: Iterable[list[SourceRange]]) -> Iterator[PartitionResult]:
             return copy_range_groups(items, plan)
 
-        sc = self.spark.sparkContext
-        sc.setJobDescription(f"sparkmirror {self.flow.name}: copy {records:,} records")
+        what = f"round {name}, " if name != "1/1" else ""
+        sc.setJobDescription(f"sparkmirror {self.flow.name}: copy {what}{records:,} records")
         try:
             return list(sc.parallelize(groups, len(groups)).mapPartitions(copy).collect())
         finally:

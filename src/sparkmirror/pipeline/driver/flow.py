@@ -142,6 +142,7 @@ class Flow:
         reset_topics: frozenset[str] = frozenset(),
         lease: FlowLease | None = None,
         metrics: MirrorMetrics | None = None,
+        shared: bool = False,
     ) -> None:
         self.spark = spark
         self.flow = flow
@@ -176,6 +177,7 @@ class Flow:
             progress=self.progress,
             stop=self.stop_requested,
             on_offsets_backwards=self._offsets_went_backwards,
+            shared=shared,
         )
         self.metrics = metrics.flow(flow.source, flow.target, self.topics.remote_name) if metrics else None
         self.batches.metrics = self.metrics

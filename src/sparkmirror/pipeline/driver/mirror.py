@@ -119,6 +119,7 @@ class Mirror:
                     reset_topics=self.reset_topics,
                     lease=leases.pop(config.name),
                     metrics=self.metrics,
+                    shared=len(self.config.flows) > 1,
                 )
                 supervisor = FlowSupervisor(flow)
                 self.runners.append(flow)

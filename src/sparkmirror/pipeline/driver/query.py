@@ -14,6 +14,7 @@ from sparkmirror.config.model import FlowConfig
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.pipeline.exceptions import FlowFailed
+from sparkmirror.pipeline.session import SCHEDULER_POOL, pool_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -81,7 +82,15 @@ def start_query(
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{flow.spark.trigger_interval_ms} milliseconds")
-    return writer.start()
+    # The query's thread inherits this thread's local properties when it starts: its jobs run in the
+    # flow's own fair-scheduler pool. Put back after, for the next flow started from here.
+    sc = spark.sparkContext
+    before = sc.getLocalProperty(SCHEDULER_POOL)
+    sc.setLocalProperty(SCHEDULER_POOL, pool_name(flow.name))
+    try:
+        return writer.start()
+    finally:
+        sc.setLocalProperty(SCHEDULER_POOL, before)  # type: ignore[arg-type]  # None removes it
 
 
 #: Kafka 4's JVM clients fetch tokens only from URLs this system property lists.

@@ -98,3 +98,54 @@ def arrow_batches(results: Iterable[PartitionResult]) -> Iterator[pa.RecordBatch
     rows = [r.as_row() for r in results]
     if rows:
         yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema())
+
+
+def _low(values: Iterable[int], none: int) -> int:
+    """The smallest of ``values`` that is not ``none`` (the "no record" value), else ``none``."""
+    return min((v for v in values if v != none), default=none)
+
+
+def merge_rounds(results: Iterable[PartitionResult]) -> list[PartitionResult]:
+    """One result per source partition from the results of a batch copied in rounds, in round order.
+
+    A later round's pieces follow the earlier ones in each partition: counts and sums add up, the
+    first offsets come from the earliest piece with records, the last from the latest. A segment
+    of a later round that extends an earlier one (same upstream start: the round was given the
+    earlier round's last segment as its tail) replaces it.
+    """
+    parts: dict[tuple[str, int], list[PartitionResult]] = {}
+    for r in results:
+        parts.setdefault((r.topic, r.partition), []).append(r)
+    out = []
+    for (topic, partition), rs in parts.items():
+        if len(rs) == 1:
+            out.append(rs[0])
+            continue
+        segments: dict[int, SegmentTuple] = {}
+        for r in rs:
+            for seg in r.segments:
+                segments.pop(seg[0], None)  # re-inserted last: dicts keep insertion order
+                segments[seg[0]] = seg
+        out.append(
+            PartitionResult(
+                topic=topic,
+                partition=partition,
+                records=sum(r.records for r in rs),
+                bytes=sum(r.bytes for r in rs),
+                first_offset=_low((r.first_offset for r in rs), -1),
+                last_offset=max(r.last_offset for r in rs),
+                first_target_offset=_low((r.first_target_offset for r in rs), -1),
+                last_target_offset=max(r.last_target_offset for r in rs),
+                dead_lettered=sum(r.dead_lettered for r in rs),
+                max_timestamp_ms=max(r.max_timestamp_ms for r in rs),
+                min_timestamp_ms=_low((r.min_timestamp_ms for r in rs), -1),
+                read_at_ms=_low((r.read_at_ms for r in rs), 0),
+                acked_at_ms=max(r.acked_at_ms for r in rs),
+                age_sum_ms=sum(r.age_sum_ms for r in rs),
+                latency_sum_ms=sum(r.latency_sum_ms for r in rs),
+                error=next((r.error for r in rs if r.error), None),
+                segments=tuple(sorted(segments.values())),
+                writer=rs[-1].writer,
+            )
+        )
+    return out

@@ -101,6 +101,9 @@ class Settings:
     scale_partitions: int = 5
     scale_hot: int = 4
     scale_groups: int = 1000
+    partitions_sweep: tuple[int, ...] = ()
+    sweep_records: int = 0
+    scale_freshness_wait: int = 120
 
     @property
     def payload_bytes(self) -> int:
@@ -140,6 +143,12 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     ap.add_argument("--scale-partitions", type=int, default=5, help="partitions per topic (scale)")
     ap.add_argument("--scale-hot", type=int, default=4, help="hot topics, holding half of the records (scale)")
     ap.add_argument("--scale-groups", type=int, default=1000, help="consumer groups committed on A (scale)")
+    ap.add_argument("--partitions-sweep", default="",
+                    help="scale: partition counts for a throughput-only run of every system beside the main "
+                         "layout, e.g. 8,100,1000 (the main layout's count is measured once)")  # fmt: skip
+    ap.add_argument("--scale-freshness-wait", type=int, default=120,
+                    help="seconds past the checkpoint interval to wait for checkpoints (scale)")  # fmt: skip
+    ap.add_argument("--sweep-records", type=int, default=0, help="records per sweep point (default: --records)")
     a = ap.parse_args(argv)
     known = {"limit", "mm2", "sparkmirror_at_least_once", "sparkmirror_exactly_once"}
     systems = tuple(s.strip() for s in a.systems.split(",") if s.strip())
@@ -172,6 +181,9 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         scale_partitions=a.scale_partitions,
         scale_hot=a.scale_hot,
         scale_groups=a.scale_groups,
+        partitions_sweep=tuple(int(x) for x in a.partitions_sweep.split(",") if x.strip()),
+        sweep_records=a.sweep_records,
+        scale_freshness_wait=a.scale_freshness_wait,
     )
 
 
@@ -584,7 +596,9 @@ def main(argv: list[str] | None = None) -> Path:
         if s.scenario == "scale":
             import scale
 
-            sizes = scale.Scale(s.scale_topics, s.scale_partitions, s.scale_hot, s.scale_groups)
+            sizes = scale.Scale(
+                s.scale_topics, s.scale_partitions, s.scale_hot, s.scale_groups, freshness_wait_s=s.scale_freshness_wait
+            )
             return scale.main(sys.modules[__name__], s, sizes, workdir, boots, jvm)
         wl.create_topic(boots["A"], TOPIC, s.partitions)
         t0 = time.monotonic()
@@ -676,6 +690,4 @@ def one_line(r: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    path = main()
-    if not path.name.endswith("-scale.json"):  # the scale scenario's results are not in the report yet
-        report.main([str(path)])
+    report.main([str(main())])

@@ -126,6 +126,8 @@ def on_broker(bootstrap: str, partitions: int, segments: int, batch: int, loads:
             "week_segments": round(per_day * 7),
             "week_record_mb": round(per_day * 7 * nbytes / total / 1e6, 1),
             "week_load_s": round(per_day * 7 / rate, 1),
+            # The same from the loader's CPU per segment: what an idle machine could approach.
+            "day_load_cpu_s": round(per_day * min(cpu) / total, 1),
         },
     }
 

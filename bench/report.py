@@ -503,19 +503,28 @@ def render_scale(
     extra: dict[str, Path],
 ) -> str:
     sc, st, summary = result["scale"], result["settings"], result["summary"]
-    parts = sc["topics"] * sc["partitions"]
+    parts, hot = sc["topics"] * sc["partitions"], min(sc["hot"], sc["topics"])
     rel_json, rel_png = json_path.relative_to(REPO), png_path.relative_to(REPO)
     lines = [
-        "## Scale: 1,000 partitions, 1,000 consumer groups (issue 16)",
+        f"## Scale: {parts:,} partitions, {sc['groups']:,} consumer groups (issue 16)",
         "",
         f"`{result['command']}` on {result['date'][:10]} ({result.get('elapsed_s', 0) / 60:.0f} min): "
-        f"{sc['topics']} topics x {sc['partitions']} partitions ({parts:,} partitions; the first {sc['hot']} topics "
+        f"{sc['topics']} topics x {sc['partitions']} partitions ({parts:,} partitions; the first {hot} topics "
         f"hot, holding half of the {st['records']:,} records of {st['size']} B), {sc['groups']:,} consumer groups "
         f"committed on A, checkpoint interval {result['checkpoint_interval_s']} s, {st['runs']} run(s) per system, "
         f"one system after another on the same brokers and data. Raw results: [`{rel_json}`]({rel_json})"
         + "".join(f", [`{p.relative_to(REPO)}`]({p.relative_to(REPO)})" for p in extra.values())
         + ".",
         "",
+        *(
+            []
+            if result.get("complete", True)
+            else [
+                f"**This run did not finish**: it stopped during or after its {result.get('phase')} phase; "
+                "what it measured up to then is below.",
+                "",
+            ]  # fmt: skip
+        ),
         f"![throughput against partitions]({rel_png})",
         "",
         "| system | records/s | transfer s | first record on B s | CPU s (transfer) | CPU µs/record | peak RSS MB "

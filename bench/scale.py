@@ -726,8 +726,8 @@ def _median(values: Iterable[float | None]) -> float | None:
 def _driver_mb(by_role: dict[str, float] | None) -> float | None:
     """The driver's peak: the sparkmirror process (and its helpers) plus Spark's JVM, which in
     ``local[*]`` mode holds the driver and runs the executors' tasks (sum of the two peaks)."""
-    if not by_role:
-        return None
+    if not by_role or "driver" not in by_role:
+        return None  # a JVM alone (MM2, the limit loop): no driver apart from it
     return round(by_role.get("driver", 0.0) + by_role.get("jvm", 0.0), 1)
 
 
@@ -800,8 +800,11 @@ def run_systems(
     *,
     checkpoints: bool,
     label: str,
-) -> dict[str, list[dict[str, Any]]]:
-    results: dict[str, list[dict[str, Any]]] = {r.name: [] for r in systems}
+    into: dict[str, list[dict[str, Any]]],
+    after_each: Any,
+) -> None:
+    """Every system ``s.runs`` times on one layout; each result goes into ``into``, then ``after_each()``."""
+    results = into
     for run in range(1, s.runs + 1):
         for system in systems:
             run_dir = workdir / f"{label}-run{run}-{system.name}"
@@ -818,7 +821,7 @@ def run_systems(
             r["run"] = run
             results[system.name].append(r)
             log.info("%s run %d %s: %s", label, run, system.name, json.dumps(r))
-    return results
+            after_each()
 
 
 def main(run_mod: Any, s: Any, scale: Scale, workdir: Path, boots: dict[str, str], jvm: rep.Jvm) -> Path:
@@ -856,28 +859,51 @@ def main(run_mod: Any, s: Any, scale: Scale, workdir: Path, boots: dict[str, str
     )
     systems = [r for r in rep.all_replicators(common, jvm) if r.name in s.systems]
     load_before = run_mod.concurrent_load()
-    results = run_systems(run_mod, systems, workdir, boots, scale, per_topic, positions, s, common,
-                          checkpoints=True, label="scale")  # fmt: skip
-    # The throughput sweep: the same systems and record count on layouts of fewer partitions.
+    run_mod.RESULTS.mkdir(exist_ok=True)
+    path = result_path(run_mod.RESULTS, dt.date.today().isoformat())
+    versions = run_mod.versions(jvm)
+    results: dict[str, list[dict[str, Any]]] = {r.name: [] for r in systems}
     sweep: dict[str, dict[str, Any]] = {}
-    for n in sorted(set(s.partitions_sweep) - {scale.total_partitions}):
-        point = scale.sweep_point(n)
-        point_records = point.records_per_topic(s.sweep_records or s.records)
-        point_topics = dict.fromkeys(point_records, point.partitions)
-        create_topics(a, point_topics)
-        load(a, point_records, point.partitions, s.size, s.seed)
-        log.info("sweep: %d partitions (%d x %d), %d records", n, point.topics, point.partitions,
-                 sum(point_records.values()))  # fmt: skip
-        point_runs = run_systems(run_mod, systems, workdir, boots, point, point_records, {}, s, common,
-                                 checkpoints=False, label=f"sweep{n}")  # fmt: skip
-        sweep[str(n)] = {
-            "topics": point.topics,
-            "partitions_per_topic": point.partitions,
-            "records": sum(point_records.values()),
-            "systems": point_runs,
-            "summary": {name: summarise(runs) for name, runs in point_runs.items()},
+
+    def save(phase: str) -> None:
+        """Write what is measured so far (``complete`` once every phase ran): a run cut short
+        still leaves its figures."""
+        summary = {name: summarise(runs) for name, runs in results.items() if runs}
+        points = {
+            **sweep,
+            str(scale.total_partitions): {
+                "topics": scale.topics,
+                "partitions_per_topic": scale.partitions,
+                "records": s.records,
+                "summary": summary,
+                "main": True,
+            },
         }
-        wl.delete_topics(a, keep=list(topics))  # A holds the main layout again (the latency phases use it)
+        out = {
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "command": "bench/run.py " + " ".join(sys.argv[1:]),
+            "scenario": "scale",
+            "complete": phase == "complete",
+            "phase": phase,
+            "scale": dataclasses.asdict(scale),
+            "settings": {k: v for k, v in dataclasses.asdict(s).items() if k not in ("base_port", "keep")},
+            "records_per_topic": {"hot": per_topic[scale.names()[0]], "cold": per_topic[scale.names()[-1]]},
+            "min_window_s": MIN_WINDOW_S,
+            "machine": run_mod.machine(),
+            "machine_load": {"before": load_before, "after": run_mod.concurrent_load()},
+            "versions": versions,
+            "sparkmirror_code": run_mod.source_state(),
+            "checkpoint_interval_s": common.checkpoint_interval_s,
+            "systems": results,
+            "summary": summary,
+            "sweep": dict(sorted(points.items(), key=lambda kv: int(kv[0]))),
+            "elapsed_s": round(time.monotonic() - started, 1),
+        }
+        path.write_text(json.dumps(out, indent=2) + "\n")
+        log.info("wrote %s (%s)", path, phase)
+
+    run_systems(run_mod, systems, workdir, boots, scale, per_topic, positions, s, common, checkpoints=True,
+                label="scale", into=results, after_each=lambda: save("main phases"))  # fmt: skip
     if s.latency_seconds > 0:
         truncate(a, topics)
         for run in range(1, s.runs + 1):
@@ -894,34 +920,33 @@ def main(run_mod: Any, s: Any, scale: Scale, workdir: Path, boots: dict[str, str
                 finally:
                     run_mod.Tree.stop_all()
                 log.info("scale run %d %s latency: %s", run, system.name, json.dumps(target.get("latency")))
-    summary = {name: summarise(runs) for name, runs in results.items()}
-    sweep[str(scale.total_partitions)] = {
-        "topics": scale.topics,
-        "partitions_per_topic": scale.partitions,
-        "records": s.records,
-        "summary": summary,
-        "main": True,
-    }
-    out = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": "bench/run.py " + " ".join(sys.argv[1:]),
-        "scenario": "scale",
-        "scale": dataclasses.asdict(scale),
-        "settings": {k: v for k, v in dataclasses.asdict(s).items() if k not in ("base_port", "keep")},
-        "records_per_topic": {"hot": per_topic[scale.names()[0]], "cold": per_topic[scale.names()[-1]]},
-        "min_window_s": MIN_WINDOW_S,
-        "machine": run_mod.machine(),
-        "machine_load": {"before": load_before, "after": run_mod.concurrent_load()},
-        "versions": run_mod.versions(jvm),
-        "sparkmirror_code": run_mod.source_state(),
-        "checkpoint_interval_s": common.checkpoint_interval_s,
-        "systems": results,
-        "summary": summary,
-        "sweep": dict(sorted(sweep.items(), key=lambda kv: int(kv[0]))),
-        "elapsed_s": round(time.monotonic() - started, 1),
-    }
-    run_mod.RESULTS.mkdir(exist_ok=True)
-    path = result_path(run_mod.RESULTS, dt.date.today().isoformat())
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    log.info("wrote %s", path)
+                save("latency")
+    # The throughput sweep: the same systems on layouts of other partition counts, topics of their own.
+    for n in sorted(set(s.partitions_sweep) - {scale.total_partitions}):
+        point = scale.sweep_point(n)
+        point_records = point.records_per_topic(s.sweep_records or s.records)
+        point_topics = dict.fromkeys(point_records, point.partitions)
+        create_topics(a, point_topics)
+        load(a, point_records, point.partitions, s.size, s.seed)
+        log.info("sweep: %d partitions (%d x %d), %d records", n, point.topics, point.partitions,
+                 sum(point_records.values()))  # fmt: skip
+        point_runs: dict[str, list[dict[str, Any]]] = {r.name: [] for r in systems}
+        entry = sweep[str(n)] = {
+            "topics": point.topics,
+            "partitions_per_topic": point.partitions,
+            "records": sum(point_records.values()),
+            "systems": point_runs,
+            "summary": {},
+        }
+
+        def point_done(
+            runs: dict[str, list[dict[str, Any]]] = point_runs, e: dict[str, Any] = entry, n: int = n
+        ) -> None:
+            e["summary"] = {name: summarise(r) for name, r in runs.items() if r}
+            save(f"sweep {n}")
+
+        run_systems(run_mod, systems, workdir, boots, point, point_records, {}, s, common, checkpoints=False,
+                    label=f"sweep{n}", into=point_runs, after_each=point_done)  # fmt: skip
+        wl.delete_topics(a, keep=list(topics))
+    save("complete")
     return path

@@ -101,7 +101,8 @@ def role(pid: int) -> str:
     elif any(a.startswith(b"pyspark.") or b"pyspark/daemon" in a or b"pyspark/worker" in a for a in argv):
         found = "python_workers"
     else:
-        found = "driver"
+        # Not kept: a launcher script (spark-submit) becomes the JVM by exec, under the same pid.
+        return "driver"
     _ROLES[pid] = found
     return found
 

@@ -372,10 +372,11 @@ def check_scale_targets(
 
     def add(target: str, measured: float | None, threshold: float | None, *, at_most: bool = False, unit: str = "",
             note: str = "", passed: bool | None = None, extra: bool = True) -> None:  # fmt: skip
-        if passed is None and measured is not None and threshold is not None and extra:
+        too_short = note.startswith("window too short")
+        if passed is None and measured is not None and threshold is not None and extra and not too_short:
             passed = measured <= threshold if at_most else measured >= threshold
         rows.append({"target": target, "measured": measured, "threshold": threshold, "at_most": at_most,
-                     "unit": unit, "passed": passed, "note": note})  # fmt: skip
+                     "unit": unit, "passed": passed, "note": note, "too_short": too_short})  # fmt: skip
 
     def ratio(a: str, b: str) -> float | None:
         x, y = _scale_figure(result, a, "records_per_s"), _scale_figure(result, b, "records_per_s")
@@ -450,6 +451,8 @@ def _scale_measured(row: dict[str, Any]) -> str:
 def _scale_verdict(row: dict[str, Any]) -> str:
     if row["threshold"] is None:
         return "measured"
+    if row.get("too_short"):
+        return "**too short**"
     return _verdict(row["passed"])
 
 

@@ -18,7 +18,10 @@ the slices the flow's chore uses (``CheckpointPass``, back to back) and adds the
 The offset map is filled in memory (one segment per partition), so the figures are the checkpoint cycle's alone.
 
     .venv/bin/python bench/checkpoint_cycle.py --source 127.0.0.1:19092 --target 127.0.0.1:19102 \
-        [--readers consumer,admin,consumer,admin]
+        [--readers consumer,admin,consumer,admin] [--out bench/results/<date>-checkpoint-cycle-10000.json]
+
+``--out`` also writes every row as JSON, with the machine's load, for ``bench/report.py``
+(the scale section's 10,000-group figure).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import logging
 import os
 import random
 import resource
+import sys
 import tempfile
 import time
 import uuid
@@ -99,6 +103,9 @@ def _commit(source: str, groups: dict[str, dict[tuple[str, int], int]]) -> None:
         list(pool.map(lambda item: commit_offsets({"bootstrap.servers": source}, *item), groups.items()))
 
 
+ROWS: list[dict[str, object]] = []
+
+
 def _one_pass(emitter: _Timed, reader: str, mirrored: dict[str, int], name: str) -> None:
     emitter.times = {}
     cpu0 = _cpu(emitter)
@@ -132,6 +139,7 @@ def _one_pass(emitter: _Timed, reader: str, mirrored: dict[str, int], name: str)
         **sliced,
     }
     print(json.dumps(row), flush=True)
+    ROWS.append(row)
 
 
 def main() -> int:
@@ -148,6 +156,7 @@ def main() -> int:
         help="comma-separated, each of admin|admin-sliced|consumer, run one after the other",
     )
     parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--out", type=Path, help="also write the rows here as JSON")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rng = random.Random(args.seed)
@@ -203,6 +212,26 @@ def main() -> int:
         _one_pass(emitter, reader, mirrored, f"{len(moved)} groups moved")
         emitter.close()
     clients.close()
+    if args.out is not None:
+        import datetime as dt
+
+        args.out.write_text(
+            json.dumps(
+                {
+                    "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                    "command": "bench/checkpoint_cycle.py " + " ".join(sys.argv[1:]),
+                    "topics": args.topics,
+                    "partitions": args.partitions,
+                    "groups": args.groups,
+                    "group_partitions": sum(len(o) for o in groups.values()),
+                    "setup_s": round(setup_s, 1),
+                    "loadavg": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]],
+                    "rows": ROWS,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -15,6 +15,19 @@ segment), then times:
 - the memory per segment (tracemalloc).
 
     .venv/bin/python bench/offsetmap_growth.py --partitions 1000 --segments 100
+
+``--bootstrap HOST:PORT`` measures the map on a real broker instead: the
+segments are written as exactly-once writes them (``OffsetSegment`` records
+of a compacted topic, one per partition per batch) and loaded back by
+``sparkmirror.offsets.store.read_offset_map``, the loader a run uses at start
+(best of ``--loads``). From the measured load rate it projects a day and a
+week of exactly-once traffic at ``--partitions`` busy partitions and one
+micro-batch every ``--batch-seconds`` (each batch adds a segment per
+partition: its commit marker takes a downstream offset), and writes the
+figures to ``--out``:
+
+    .venv/bin/python bench/offsetmap_growth.py --bootstrap 127.0.0.1:28910 --partitions 1000 --segments 1000 \
+        --out bench/results/<date>-offsetmap.json
 """
 
 from __future__ import annotations
@@ -36,12 +49,118 @@ def _best(fn, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
     return best
 
 
+def on_broker(bootstrap: str, partitions: int, segments: int, batch: int, loads: int, batch_s: float) -> dict:  # type: ignore[type-arg]
+    """Write ``partitions`` x ``segments`` offset-map records to a fresh topic; time the real loader."""
+    import tempfile
+    import uuid
+    from pathlib import Path
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from sparkmirror.config import load_config
+    from sparkmirror.core.naming import offset_map_topic
+    from sparkmirror.offsets.store import read_offset_map
+
+    alias = f"om{uuid.uuid4().hex[:6]}"
+    with tempfile.TemporaryDirectory() as tmp:
+        props = Path(tmp) / "mm2.properties"
+        props.write_text(
+            f"clusters = {alias}, B\n{alias}.bootstrap.servers = {bootstrap}\nB.bootstrap.servers = {bootstrap}\n"
+            f"{alias}->B.enabled = true\nsparkmirror.checkpoint.location = {tmp}/cp\n"
+        )
+        flow = load_config(props).flows[0]
+    topic = offset_map_topic(flow.source)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # One partition, compacted: the store's layout (kafka.internal.ensure_topic).
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 1_000_000, "acks": "all"})  # fmt: skip
+    now_ms = int(time.time() * 1000)
+    t0 = time.perf_counter()
+    nbytes = 0
+    for i in range(segments):  # batch by batch, as the stream writes them
+        for p in range(partitions):
+            rec = Segment(f"topic-{p // 5:03d}", p % 5, i * batch, i * (batch + 1), batch).to_record(now_ms)
+            key, value = rec.key_bytes(), rec.value_bytes()
+            nbytes += len(key) + len(value)
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.poll(0)
+    producer.flush(300)
+    write_s = time.perf_counter() - t0
+    times, cpu = [], []
+    for _ in range(loads):
+        t0, c0 = time.perf_counter(), time.process_time()
+        loaded = read_offset_map({"bootstrap.servers": bootstrap}, flow)
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        assert len(loaded) == partitions * segments, len(loaded)
+    admin.delete_topics([topic])
+    total = partitions * segments
+    best = min(times)
+    rate = total / best
+    per_day = partitions * 86_400 / batch_s
+    return {
+        "mode": "broker",
+        "partitions": partitions,
+        "segments_per_partition": segments,
+        "segments": total,
+        "record_bytes": nbytes,
+        "bytes_per_segment": round(nbytes / total, 1),
+        "write_s": round(write_s, 2),
+        "load_s": [round(t, 2) for t in times],
+        # CPU of this process (the decoding and the map, librdkafka's threads): steadier than wall
+        # time on a shared machine.
+        "load_cpu_s": [round(t, 2) for t in cpu],
+        "load_segments_per_s": round(rate),
+        "projection": {
+            "batch_seconds": batch_s,
+            "segments_per_day": round(per_day),
+            "day_record_mb": round(per_day * nbytes / total / 1e6, 1),
+            "day_load_s": round(per_day / rate, 1),
+            "week_segments": round(per_day * 7),
+            "week_record_mb": round(per_day * 7 * nbytes / total / 1e6, 1),
+            "week_load_s": round(per_day * 7 / rate, 1),
+            # The same from the loader's CPU per segment: what an idle machine could approach.
+            "day_load_cpu_s": round(per_day * min(cpu) / total, 1),
+        },
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=1000)
     ap.add_argument("--segments", type=int, default=100, help="segments per partition (micro-batches in EOS)")
     ap.add_argument("--batch", type=int, default=50, help="records per segment")
+    ap.add_argument("--bootstrap", help="measure on this broker (write, then load with the store's loader)")
+    ap.add_argument("--loads", type=int, default=3, help="loads timed on the broker (best reported)")
+    ap.add_argument("--batch-seconds", type=float, default=1.0, help="micro-batch period for the projection")
+    ap.add_argument("--out", help="write the broker figures here as JSON")
+    ap.add_argument("--label", default="", help="what code was measured (kept in the JSON)")
     args = ap.parse_args()
+    if args.bootstrap:
+        import datetime as dt
+        import sys
+        from pathlib import Path
+
+        figures = on_broker(args.bootstrap, args.partitions, args.segments, args.batch, args.loads, args.batch_seconds)
+        figures = {
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "command": "bench/offsetmap_growth.py " + " ".join(sys.argv[1:]),
+            "loadavg": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]],
+            "label": args.label,
+            "sparkmirror_module": __import__("sparkmirror").__file__,
+            **figures,
+        }
+        print(json.dumps(figures))
+        if args.out:
+            Path(args.out).write_text(json.dumps(figures, indent=2) + "\n")
+        return 0
 
     tracemalloc.start()
     m = OffsetMap(loaded=True)

@@ -13,6 +13,12 @@ writes a JSON report:
 - ``samples``: ``[wall time, tree CPU seconds so far, tree RSS bytes, machine busy CPU seconds]``;
 - ``peak_rss_mb``: the largest sampled sum of the tree's RSS (shared pages of
   forked workers count once per process, as ``ps`` shows them);
+- ``peak_rss_mb_by_role``: the same per role of a process — ``driver`` (the
+  command's own process and every other non-JVM, non-worker process: for
+  sparkmirror the Python driver and its helper children), ``jvm`` (Java
+  processes: Spark's JVM, which in ``local[*]`` mode runs the driver and the
+  executors' tasks; MM2; the limit loop) and ``python_workers`` (PySpark's
+  worker daemon and workers, where the executors' Python code runs);
 - ``exit_code`` of the command.
 
 SIGTERM or SIGINT to the wrapper is passed to the command (its first process
@@ -78,6 +84,29 @@ def descendants(root: int) -> dict[int, tuple[float, int]]:
     return out
 
 
+_ROLES: dict[int, str] = {}
+
+
+def role(pid: int) -> str:
+    """``jvm``, ``python_workers`` or ``driver`` (everything else), from the process's command line."""
+    known = _ROLES.get(pid)
+    if known is not None:
+        return known
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "driver"
+    if Path(argv[0].decode(errors="replace")).name == "java":
+        found = "jvm"
+    elif any(a.startswith(b"pyspark.") or b"pyspark/daemon" in a or b"pyspark/worker" in a for a in argv):
+        found = "python_workers"
+    else:
+        # Not kept: a launcher script (spark-submit) becomes the JVM by exec, under the same pid.
+        return "driver"
+    _ROLES[pid] = found
+    return found
+
+
 def machine_busy_cpu_s() -> float:
     """CPU seconds all processes of the machine have used since boot (not idle, not iowait)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
@@ -124,6 +153,7 @@ def main() -> int:
 
     samples: list[list[float]] = []
     peak_rss = 0
+    peak_by_role: dict[str, int] = {}
     exit_code: int | None = None
     child_gone_at: float | None = None
     while True:
@@ -142,6 +172,11 @@ def main() -> int:
         tree = descendants(me)
         rss = sum(r for _c, r in tree.values())
         peak_rss = max(peak_rss, rss)
+        by_role: dict[str, int] = {}
+        for pid, (_c, r) in tree.items():
+            by_role[role(pid)] = by_role.get(role(pid), 0) + r
+        for name, r in by_role.items():
+            peak_by_role[name] = max(peak_by_role.get(name, 0), r)
         samples.append(
             [
                 round(time.time(), 3),
@@ -170,6 +205,7 @@ def main() -> int:
         "exit_code": exit_code,
         "cpu_s": round(_reaped_cpu_s(), 3),
         "peak_rss_mb": round(peak_rss / 2**20, 1),
+        "peak_rss_mb_by_role": {k: round(v / 2**20, 1) for k, v in sorted(peak_by_role.items())},
         "stop_requested": stop_requested_at is not None,
         "samples": samples,
     }

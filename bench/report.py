@@ -5,6 +5,14 @@
 Without an argument, the newest ``bench/results/YYYY-MM-DD.json`` is used. The
 report only formats what the JSON holds; it never computes a figure that the
 run did not measure, except the ratios the targets are stated in.
+
+The scale scenario's section (issue 16) comes from the newest
+``bench/results/YYYY-MM-DD-scale[-N].json`` (or the one given), with its chart
+of throughput against partitions, and its targets; two figures of those
+targets come from their own scripts' results: the checkpoint pass at 10,000
+groups (``*-checkpoint-cycle-10000.json``, ``bench/checkpoint_cycle.py --out``)
+and the offset map's size and load time (``*-offsetmap.json``,
+``bench/offsetmap_growth.py --bootstrap --out``).
 """
 
 from __future__ import annotations
@@ -29,6 +37,12 @@ LABELS = {
 #: The latency target is stated for this offered rate.
 TARGET_RATE = 20_000
 TARGET_P99_MS = 1500
+#: Issue 16's targets.
+SCALE_PARTITIONS = 1000
+SCALE_DRIVER_RSS_MB = 2048
+SCALE_FRESHNESS_SLACK_S = 5
+SCALE_DAY_LOAD_S = 10
+SCALE_RESULT = re.compile(r"(\d{4}-\d{2}-\d{2})-scale(?:-(\d+))?\.json")
 
 
 def _figure(result: dict[str, Any], system: str, key: str) -> float | None:
@@ -339,6 +353,296 @@ def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
     return "\n".join(lines)
 
 
+# -- the scale scenario (issue 16) ------------------------------------------------
+
+
+def _scale_figure(result: dict[str, Any], system: str, key: str) -> float | None:
+    value = result["summary"].get(system, {}).get(key)
+    return None if value is None else float(value)
+
+
+def check_scale_targets(
+    result: dict[str, Any], cycle: dict[str, Any] | None, offsetmap: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """Issue 16's targets against a scale result; ``passed`` is None when a figure is missing."""
+    alo, eos, summary = "sparkmirror_at_least_once", "sparkmirror_exactly_once", result["summary"]
+    parts = result["scale"]["topics"] * result["scale"]["partitions"]
+    interval = result["checkpoint_interval_s"]
+    rows: list[dict[str, Any]] = []
+
+    def add(target: str, measured: float | None, threshold: float | None, *, at_most: bool = False, unit: str = "",
+            note: str = "", passed: bool | None = None, extra: bool = True) -> None:  # fmt: skip
+        too_short = note.startswith("window too short")
+        if passed is None and measured is not None and threshold is not None and extra and not too_short:
+            passed = measured <= threshold if at_most else measured >= threshold
+        rows.append({"target": target, "measured": measured, "threshold": threshold, "at_most": at_most,
+                     "unit": unit, "passed": passed, "note": note, "too_short": too_short})  # fmt: skip
+
+    def ratio(a: str, b: str) -> float | None:
+        x, y = _scale_figure(result, a, "records_per_s"), _scale_figure(result, b, "records_per_s")
+        return None if x is None or not y else x / y
+
+    def short(*systems: str) -> str:
+        too_short = [
+            f"{LABELS[n]} {summary[n]['transfer_s']:.0f} s"
+            for n in systems
+            if n in summary and summary[n].get("window_too_short") and summary[n].get("transfer_s") is not None
+        ]
+        return (
+            f"window too short to quote (< {result['min_window_s']:.0f} s): {', '.join(too_short)}" if too_short else ""
+        )
+
+    at = f" at {parts:,} partitions"
+    add(f"at-least-once throughput / MirrorMaker 2{at}", ratio(alo, "mm2"), 1.25, unit="x", note=short(alo, "mm2"))
+    add(f"at-least-once throughput / limit{at}", ratio(alo, "limit"), 0.75, unit="x", note=short(alo, "limit"))
+    add(f"exactly-once throughput / MirrorMaker 2 (at-least-once){at}", ratio(eos, "mm2"), 1.0, unit="x",
+        note=short(eos, "mm2"))  # fmt: skip
+    for n in (alo, eos):
+        if n not in summary:
+            continue
+        sm = summary[n]
+        groups = sm.get("freshness_groups")
+        arrived = sm.get("freshness_arrived")
+        complete = groups is not None and arrived == groups
+        p99, bound = sm.get("freshness_p99_s"), interval + SCALE_FRESHNESS_SLACK_S
+        missing = f"only {arrived or 0:,.0f} of {groups or 0:,.0f} groups got a checkpoint in the wait"
+        add(f"{LABELS[n]}: checkpoint freshness p99, commit on A to checkpoint on B, {groups or 0:,.0f} groups",
+            p99, bound, at_most=True, unit=" s", note="" if complete else missing,
+            passed=None if p99 is None else complete and p99 <= bound)  # fmt: skip
+        untranslated = sm.get("group_partitions_without_checkpoint")
+        reread = sm.get("reread_after_failover")
+        note = f"{untranslated:,.0f} group partitions without a checkpoint at their position (not counted)"
+        ok = None if reread is None else reread == 0 and not untranslated
+        add(f"{LABELS[n]}: records re-read after failover, every group", reread, 0, at_most=True,
+            note=note if untranslated else "", passed=ok)  # fmt: skip
+        add(f"{LABELS[n]}: driver peak RSS (sparkmirror process + Spark JVM)", sm.get("peak_rss_mb_driver"),
+            SCALE_DRIVER_RSS_MB, at_most=True, unit=" MB")  # fmt: skip
+    if cycle is not None:
+        first = next((r for r in cycle["rows"] if r["pass"].startswith("first")), None)
+        passes = [r["total_s"] for r in cycle["rows"]]
+        add(f"checkpoint pass over {cycle['groups']:,} groups ({cycle['group_partitions']:,} group partitions), "
+            "longest of its passes (measured; no threshold stated)", max(passes) if passes else None, None,
+            unit=" s", note=f"first pass {first['total_s']:.1f} s" if first else "")  # fmt: skip
+    if offsetmap is not None:
+        proj = offsetmap["projection"]
+        add(f"exactly-once offset map of a day at {offsetmap['partitions']:,} partitions "
+            f"({proj['segments_per_day']:,} segments, one batch every {proj['batch_seconds']:g} s) loads in",
+            proj["day_load_s"], SCALE_DAY_LOAD_S, at_most=True, unit=" s",
+            note=f"projected from {offsetmap['segments']:,} segments loaded at "
+            f"{offsetmap['load_segments_per_s']:,} segments/s; a week: {proj['week_load_s']:,.0f} s, "
+            f"{proj['week_record_mb']:,.0f} MB of records")  # fmt: skip
+    for n in SYSTEMS:
+        if n in summary:
+            add(f"{LABELS[n]}: no record lost", float(summary[n]["lost"]), 0, at_most=True)
+    return rows
+
+
+def _scale_measured(row: dict[str, Any]) -> str:
+    m = row["measured"]
+    if m is None:
+        return "not measured"
+    if row["unit"] == "x":
+        return f"{m:.2f}x"
+    if row["unit"] == " s":
+        return f"{m:,.1f} s"
+    return f"{m:,.0f}{row['unit']}"
+
+
+def _scale_verdict(row: dict[str, Any]) -> str:
+    if row["threshold"] is None:
+        return "measured"
+    if row.get("too_short"):
+        return "**too short**"
+    return _verdict(row["passed"])
+
+
+def scale_chart(result: dict[str, Any], path: Path) -> None:
+    """Throughput against partitions, one line per system; hollow markers: window too short."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    colors = {"limit": "#888888", "mm2": "#d9822b", "sparkmirror_at_least_once": "#3c78d8",
+              "sparkmirror_exactly_once": "#1c4587"}  # fmt: skip
+    points = sorted((int(k), v) for k, v in result["sweep"].items())
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for name in SYSTEMS:
+        xs, ys, short = [], [], []
+        for n, point in points:
+            sm = point["summary"].get(name)
+            if sm and sm.get("records_per_s"):
+                xs.append(n)
+                ys.append(sm["records_per_s"])
+                short.append(bool(sm.get("window_too_short")))
+        if not xs:
+            continue
+        ax.plot(xs, ys, "-", color=colors[name], label=LABELS[name])
+        for x, y, sh in zip(xs, ys, short, strict=True):
+            ax.plot([x], [y], "o", color=colors[name], markerfacecolor="white" if sh else colors[name])
+            ax.annotate(f"{y:,.0f}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xticks([n for n, _p in points], [f"{n:,}" for n, _p in points])
+    ax.minorticks_off()
+    ax.set_xlabel("partitions mirrored")
+    ax.set_ylabel("records/s (first to last record on B)")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"Throughput against partitions, {result['settings']['size']} B records "
+                 f"(hollow: transfer < {result['min_window_s']:.0f} s)", fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def render_scale(
+    result: dict[str, Any],
+    json_path: Path,
+    png_path: Path,
+    targets: list[dict[str, Any]],
+    extra: dict[str, Path],
+) -> str:
+    sc, st, summary = result["scale"], result["settings"], result["summary"]
+    parts, hot = sc["topics"] * sc["partitions"], min(sc["hot"], sc["topics"])
+    rel_json, rel_png = json_path.relative_to(REPO), png_path.relative_to(REPO)
+    lines = [
+        f"## Scale: {parts:,} partitions, {sc['groups']:,} consumer groups (issue 16)",
+        "",
+        f"`{result['command']}` on {result['date'][:10]} ({result.get('elapsed_s', 0) / 60:.0f} min): "
+        f"{sc['topics']} topics x {sc['partitions']} partitions ({parts:,} partitions; the first {hot} topics "
+        f"hot, holding half of the {st['records']:,} records of {st['size']} B), {sc['groups']:,} consumer groups "
+        f"committed on A, checkpoint interval {result['checkpoint_interval_s']} s, {st['runs']} run(s) per system, "
+        f"one system after another on the same brokers and data. Raw results: [`{rel_json}`]({rel_json})"
+        + "".join(f", [`{p.relative_to(REPO)}`]({p.relative_to(REPO)})" for p in extra.values())
+        + ".",
+        "",
+        *(
+            []
+            if result.get("complete", True)
+            else [
+                f"**This run did not finish**: it stopped during or after its {result.get('phase')} phase; "
+                "what it measured up to then is below.",
+                "",
+            ]  # fmt: skip
+        ),
+        f"![throughput against partitions]({rel_png})",
+        "",
+        "| system | records/s | transfer s | first record on B s | CPU s (transfer) | CPU µs/record | peak RSS MB "
+        "(tree) | driver MB | Python workers MB | latency p50 / p99 ms | freshness p50 / p99 s (groups) "
+        "| re-read after failover | lost |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for name in SYSTEMS:
+        sm = summary.get(name)
+        if sm is None:
+            continue
+        status = " (FAILED)" if sm["failed"] else ""
+        short = " (too short)" if sm.get("window_too_short") else ""
+        fresh = (
+            "–"
+            if sm.get("freshness_p99_s") is None
+            else f"{sm['freshness_p50_s']:.1f} / {sm['freshness_p99_s']:.1f} "
+            f"({sm['freshness_arrived']:,.0f} of {sm['freshness_groups']:,.0f})"
+        )
+        lat = (
+            "–" if sm.get("latency_p99_ms") is None else f"{_num(sm['latency_p50_ms'])} / {_num(sm['latency_p99_ms'])}"
+        )
+        lines.append(
+            f"| {LABELS[name]}{status} | {_num(sm['records_per_s'])} | {_num(sm['transfer_s'], 1)}{short} "
+            f"| {_num(sm['first_record_s'], 1)} | {_num(sm['cpu_s_transfer'], 1)} "
+            f"| {_num(sm['cpu_us_per_record'], 1)} | {_num(sm['peak_rss_mb'])} | {_num(sm['peak_rss_mb_driver'])} "
+            f"| {_num(sm['peak_rss_mb_python_workers'])} "
+            f"| {lat} | {fresh} | {_num(sm['reread_after_failover'])} | {_num(sm['lost'])} |"
+        )
+    rate = next((sm.get("latency_rate") for sm in summary.values() if sm.get("latency_rate")), None)
+    lines += [
+        "",
+        f"Latency: {st['rate']:,} records/s offered (achieved: {_num(rate)}) round robin over all {parts:,} "
+        f"partitions for {st['latency_seconds']} s after {st['warmup_seconds']} s of warm-up that B had to hold "
+        "first, by a fresh process of each system on an emptied B (A's records deleted first, so no catch-up); "
+        "latency = append time on B - the record's timestamp on A. Freshness: every group commits a new position on "
+        "A while the system runs; the time from each commit to the checkpoint on B that carries it. Driver: the "
+        "sparkmirror process and its helper processes plus Spark's JVM (in `local[*]` the JVM also runs the "
+        "executors' tasks; sum of their peaks over the throughput, checkpoint and latency phases); Python workers: "
+        "PySpark's workers, where the executors' Python code runs.",
+        "",
+        "### Throughput against partitions",
+        "",
+        "| partitions (topics x partitions) | records | " + " | ".join(LABELS[n] for n in SYSTEMS) + " |",
+        "|---|--:|" + "--:|" * len(SYSTEMS),
+    ]
+    for n, point in sorted((int(k), v) for k, v in result["sweep"].items()):
+        cells = []
+        for name in SYSTEMS:
+            sm = point["summary"].get(name)
+            if sm is None:
+                cells.append("–")
+            elif sm.get("records_per_s") is None:
+                cells.append("failed" if sm.get("failed") else "–")
+            else:
+                flag = ", too short" if sm.get("window_too_short") else ""
+                cells.append(f"{sm['records_per_s']:,.0f} ({sm['transfer_s']:.0f} s{flag})")
+        lines.append(f"| {n:,} ({point['topics']} x {point['partitions_per_topic']}) | {point['records']:,} | "
+                     + " | ".join(cells) + " |")  # fmt: skip
+    lines += [
+        "",
+        f"records/s (transfer seconds, first to last record on B); a transfer under {result['min_window_s']:.0f} s "
+        "is marked too short to quote.",
+        "",
+        "### Targets (issue 16)",
+        "",
+        "| target | measured | threshold | | note |",
+        "|---|--:|--:|---|---|",
+    ]
+    for t in targets:
+        threshold = "–" if t["threshold"] is None else f"{'≤' if t['at_most'] else '≥'} {t['threshold']}{t['unit']}"
+        lines.append(f"| {t['target']} | {_scale_measured(t)} | {threshold} | {_scale_verdict(t)} | {t['note']} |")
+    fails = [
+        f"- {LABELS[n]}: {f.splitlines()[0][:300]}" for n in SYSTEMS for f in summary.get(n, {}).get("failures", [])
+    ]
+    for n, point in result["sweep"].items():
+        if point.get("main"):
+            continue
+        for name in SYSTEMS:
+            for f in point["summary"].get(name, {}).get("failures", []):
+                fails.append(f"- {LABELS[name]} at {int(n):,} partitions: {f.splitlines()[0][:300]}")
+    if fails:
+        lines += ["", "### Failures (scale)", "", *fails]
+    m, load = result["machine"], result.get("machine_load", {})
+    lines += [
+        "",
+        f"Machine: {m['cpus']} CPUs, {m['memory_gib']} GiB, shared with other work (load average "
+        f"{load.get('before', {}).get('loadavg')} before, {load.get('after', {}).get('loadavg')} after). sparkmirror "
+        f"code: commit {result['sparkmirror_code']['commit']}"
+        + (
+            f" with uncommitted changes to {', '.join(result['sparkmirror_code']['uncommitted_src_files'])}"
+            if result["sparkmirror_code"]["uncommitted_src_files"]
+            else ""
+        )  # fmt: skip
+        + f". MM2 `tasks.max={st['tasks_max']}`, limit loop {st['limit_threads']} copy threads. How the scale "
+        "scenario measures: [bench/README.md](bench/README.md).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def newest_scale() -> Path | None:
+    found = []
+    for p in RESULTS.glob("*-scale*.json"):
+        match = SCALE_RESULT.fullmatch(p.name)
+        if match and "summary" in json.loads(p.read_text()):
+            found.append(((match.group(1), int(match.group(2) or 1)), p))
+    return max(found)[1] if found else None
+
+
+def _newest(pattern: str) -> Path | None:
+    found = sorted(RESULTS.glob(pattern))
+    return found[-1] if found else None
+
+
 def newest_result() -> Path:
     found = sorted(p for p in RESULTS.glob("*.json") if re.fullmatch(r"\d{4}-\d{2}-\d{2}\.json", p.name))
     if not found:
@@ -350,13 +654,32 @@ def main(argv: list[str] | None = None) -> Path:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("result", nargs="?", type=Path, help="a bench/results/<date>.json (default: the newest)")
     args = ap.parse_args(argv)
-    json_path = (args.result or newest_result()).resolve()
+    given = args.result.resolve() if args.result else None
+    scale_path = given if given is not None and SCALE_RESULT.fullmatch(given.name) else newest_scale()
+    json_path = given if given is not None and given != scale_path else newest_result().resolve()
     result = json.loads(json_path.read_text())
     result["targets"] = check_targets(result)
     png_path = json_path.with_suffix(".png")
     chart(result, png_path)
-    OUTPUT.write_text(render(result, json_path, png_path))
-    print(f"wrote {OUTPUT.relative_to(REPO)} and {png_path.relative_to(REPO)}")
+    text = render(result, json_path, png_path)
+    written = [png_path]
+    if scale_path is not None:
+        scale = json.loads(scale_path.read_text())
+        extra = {k: p.resolve() for k, p in (("cycle", _newest("*-checkpoint-cycle-10000.json")),
+                                             ("offsetmap", _newest("*-offsetmap.json"))) if p is not None}  # fmt: skip
+        loaded = {k: json.loads(p.read_text()) for k, p in extra.items()}
+        targets = check_scale_targets(scale, loaded.get("cycle"), loaded.get("offsetmap"))
+        scale_png = scale_path.with_suffix(".png")
+        scale_chart(scale, scale_png)
+        written.append(scale_png)
+        marker = "## Machine, versions, settings"
+        section = render_scale(scale, scale_path, scale_png, targets, extra)
+        text = text.replace(marker, section + "\n" + marker, 1) if marker in text else text + "\n" + section
+        print("scale targets (issue 16):")
+        for t in targets:
+            print(f"  {_scale_verdict(t).strip('*'):8}  {t['target']}: {_scale_measured(t)}")
+    OUTPUT.write_text(text)
+    print(f"wrote {OUTPUT.relative_to(REPO)} and {', '.join(str(p.relative_to(REPO)) for p in written)}")
     for t in result["targets"]:
         print(f"  {_verdict(t['passed']).strip('*'):4}  {t['target']}: {_measured(t)}")
     return OUTPUT

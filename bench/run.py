@@ -107,6 +107,9 @@ class Settings:
     #: sparkmirror's Spark master: the one given (``--spark-master``), the started cluster's, or None
     #: for Spark embedded in ``sparkmirror run`` (``local[*]``).
     spark_master: str | None = None
+    partitions_sweep: tuple[int, ...] = ()
+    sweep_records: int = 0
+    scale_freshness_wait: int = 120
 
     @property
     def payload_bytes(self) -> int:
@@ -152,6 +155,12 @@ def parse_args(argv: list[str] | None = None) -> Settings:
                             "2 GiB each) started for the benchmark (sparkmirror.devcluster.spark)")  # fmt: skip
     where.add_argument("--spark-master", default=None, metavar="URL",
                        help="run sparkmirror on this Spark master (`sparkmirror run --master URL`)")  # fmt: skip
+    ap.add_argument("--partitions-sweep", default="",
+                    help="scale: partition counts for a throughput-only run of every system beside the main "
+                         "layout, e.g. 8,100,1000 (the main layout's count is measured once)")  # fmt: skip
+    ap.add_argument("--scale-freshness-wait", type=int, default=120,
+                    help="seconds past the checkpoint interval to wait for checkpoints (scale)")  # fmt: skip
+    ap.add_argument("--sweep-records", type=int, default=0, help="records per sweep point (default: --records)")
     a = ap.parse_args(argv)
     known = {"limit", "mm2", "sparkmirror_at_least_once", "sparkmirror_exactly_once"}
     systems = tuple(s.strip() for s in a.systems.split(",") if s.strip())
@@ -186,6 +195,9 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         scale_groups=a.scale_groups,
         spark_cluster=a.spark_cluster,
         spark_master=a.spark_master,
+        partitions_sweep=tuple(int(x) for x in a.partitions_sweep.split(",") if x.strip()),
+        sweep_records=a.sweep_records,
+        scale_freshness_wait=a.scale_freshness_wait,
     )
 
 
@@ -605,7 +617,9 @@ def main(argv: list[str] | None = None) -> Path:
         if s.scenario == "scale":
             import scale
 
-            sizes = scale.Scale(s.scale_topics, s.scale_partitions, s.scale_hot, s.scale_groups)
+            sizes = scale.Scale(
+                s.scale_topics, s.scale_partitions, s.scale_hot, s.scale_groups, freshness_wait_s=s.scale_freshness_wait
+            )
             return scale.main(sys.modules[__name__], s, sizes, workdir, boots, jvm, spark_cluster)
         wl.create_topic(boots["A"], TOPIC, s.partitions)
         t0 = time.monotonic()
@@ -701,6 +715,4 @@ def one_line(r: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    path = main()
-    if "-scale" not in path.name:  # the scale scenario's results are not in the report yet
-        report.main([str(path)])
+    report.main([str(main())])

@@ -71,6 +71,8 @@ log = logging.getLogger("bench.scale")
 
 PREFIX = "scale-"
 CHECKPOINTS = f"{rep.SOURCE}.checkpoints.internal"
+#: A throughput window shorter than this is reported as too short to quote.
+MIN_WINDOW_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -81,9 +83,31 @@ class Scale:
     groups: int
     #: Seconds to wait for the checkpoints of re-committed groups, beyond the checkpoint interval.
     freshness_wait_s: int = 120
+    #: Topic names start with it; the replicators' topic pattern is ``<prefix>.*``.
+    prefix: str = PREFIX
 
     def names(self) -> list[str]:
-        return [f"{PREFIX}{i:03d}" for i in range(self.topics)]
+        return [f"{self.prefix}{i:03d}" for i in range(self.topics)]
+
+    @property
+    def total_partitions(self) -> int:
+        return self.topics * self.partitions
+
+    def sweep_point(self, partitions: int) -> Scale:
+        """The layout of ``partitions`` partitions for the throughput sweep, on topics of its own:
+        topics of ``self.partitions`` partitions where that divides it (100 -> 20 x 5), else one topic
+        (8 -> 1 x 8); the same share of hot topics, no groups."""
+        if partitions % self.partitions == 0 and partitions >= self.partitions:
+            topics, per_topic = partitions // self.partitions, self.partitions
+        else:
+            topics, per_topic = 1, partitions
+        return dataclasses.replace(
+            self, topics=topics, partitions=per_topic, hot=min(self.hot, topics), groups=0, prefix=f"sweep{partitions}-"
+        )
+
+    def spec(self, system: rep.Replicator) -> str:
+        """What a replicator is told to mirror: the limit loop a list of topics, the others a pattern."""
+        return ",".join(self.names()) if system.name == "limit" else f"{self.prefix}.*"
 
     def records_per_topic(self, records: int) -> dict[str, int]:
         """Half of the records in the hot topics, the other half spread over the rest."""
@@ -153,6 +177,29 @@ def end_offsets(bootstrap: str, topics: dict[str, int]) -> dict[tuple[str, int],
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+def record_counts(bootstrap: str, topics: dict[str, int]) -> int:
+    """Records held by ``topics`` (high watermark - log start, summed over every partition)."""
+    client = wl.admin(bootstrap)
+    parts = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+    low = client.list_offsets({tp: OffsetSpec.earliest() for tp in parts}, request_timeout=60)
+    high = client.list_offsets({tp: OffsetSpec.latest() for tp in parts}, request_timeout=60)
+    return sum(high[tp].result().offset - low[tp].result().offset for tp in parts)
+
+
+def truncate(bootstrap: str, topics: dict[str, int]) -> None:
+    """Delete every record of ``topics`` (``delete_records`` up to the high watermark).
+
+    Before the latency phases: a system started on an empty B then has nothing to catch up
+    with, instead of copying the whole workload again before the paced load can begin.
+    """
+    client = wl.admin(bootstrap)
+    ends = end_offsets(bootstrap, topics)
+    futures = client.delete_records([TopicPartition(t, p, o) for (t, p), o in ends.items() if o > 0],
+                                    request_timeout=120, operation_timeout=120)  # fmt: skip
+    for fut in futures.values():
+        fut.result()
 
 
 # -- the data --------------------------------------------------------------------
@@ -479,7 +526,7 @@ def measure_latency(
     run_dir.mkdir(parents=True, exist_ok=True)
     tree = run_mod.Tree(system.command(run_dir, spec, count=None), run_dir, "latency")
     try:
-        on_a = sum(end_offsets(boots["A"], topics).values())
+        on_a = record_counts(boots["A"], topics)  # 0 after truncate(): the warm-up is the start-up check
         last, since = -1, time.monotonic()
         while True:  # caught up: B holds at least what A holds, and stopped growing
             have = sum(end_offsets(b, remotes).values())
@@ -490,7 +537,7 @@ def measure_latency(
             if not tree.running() or time.monotonic() - since > s.stall_timeout_s:
                 raise RuntimeError(f"{system.name} did not catch up with A ({have} of {on_a}):\n{tree.tail()}")
             time.sleep(1)
-        return latency(boots, topics, s.size, s.rate, s.latency_seconds, s.stall_timeout_s, s.warmup_seconds)
+        out = latency(boots, topics, s.size, s.rate, s.latency_seconds, s.stall_timeout_s, s.warmup_seconds)
     finally:
         stats = tree.stop()
         log.info(
@@ -499,6 +546,9 @@ def measure_latency(
             stats.get("cpu_s") or 0,
             stats.get("peak_rss_mb"),
         )
+    out.update(cpu_s_total=stats.get("cpu_s"), peak_rss_mb=stats.get("peak_rss_mb"),
+               peak_rss_mb_by_role=stats.get("peak_rss_mb_by_role"))  # fmt: skip
+    return out
 
 
 def latency(
@@ -516,10 +566,23 @@ def latency(
     # Keys past every record on A: the records of earlier systems' loads are told apart.
     start = sum(end_offsets(boots["A"], topics).values())
     partitions = next(iter(topics.values()))
-    # A warm-up at the same rate, not measured: the system's first batches after catching up are not.
+    # A warm-up at the same rate, not measured, that B must hold before the measured load starts: the
+    # system is running and past its first batches.
     warm = offer(boots["A"], list(topics), partitions, size, first_seq=start, rate=rate, seconds=warmup_s)
+    last, since = -1, time.monotonic()
+    while True:
+        have = sum(end_offsets(boots["B"], remotes).values()) - before
+        if have != last:
+            last, since = have, time.monotonic()
+        if have >= warm:
+            break
+        if time.monotonic() - since > max(stall_s, 240):
+            raise RuntimeError(f"the warm-up load did not reach B ({have} of {warm} records)")
+        time.sleep(0.5)
     first_seq = start + warm
+    t0 = time.monotonic()
     offered = offer(boots["A"], list(topics), partitions, size, first_seq=first_seq, rate=rate, seconds=seconds)
+    offered_rate = offered / (time.monotonic() - t0)
     offered += warm
     # Every offered record on B (high watermarks count transaction markers too: the read-back decides).
     last, since = -1, time.monotonic()
@@ -538,6 +601,8 @@ def latency(
         "offered": offered - warm,
         "warmup_records": warm,
         "rate": rate,
+        "offered_rate": round(offered_rate, 1),
+        "partitions": sum(topics.values()),
         "seconds": seconds,
         "on_target": found.latency_records,
     }
@@ -560,7 +625,11 @@ def measure(
     seed: int,
     common: rep.Common,
     stall_s: float,
+    *,
+    checkpoints: bool = True,
 ) -> dict[str, Any]:
+    """One system on one layout: throughput, then (``checkpoints``, for systems that translate) the
+    checkpoint freshness and failover phases with the system running."""
     a, b = boots["A"], boots["B"]
     topics = dict.fromkeys(per_topic, scale.partitions)
     remotes = {rep.remote(t): scale.partitions for t in topics}
@@ -568,9 +637,10 @@ def measure(
     wl.delete_topics(b)
     wl.delete_groups(b)
     create_topics(b, remotes, run_mod.APPEND_TIME)
-    spec = ",".join(topics) if system.name == "limit" else f"{PREFIX}.*"
-    commit_groups(a, positions)  # every system starts from the groups' first positions
-    result: dict[str, Any] = {"ok": True, "failures": []}
+    spec = scale.spec(system)
+    if positions:
+        commit_groups(a, positions)  # every system starts from the groups' first positions
+    result: dict[str, Any] = {"ok": True, "failures": [], "partitions": scale.total_partitions, "records": total}
     Tree = run_mod.Tree
     tree = Tree(system.command(run_dir, spec, count=total), run_dir, "throughput")
     if system.exits_when_done:
@@ -599,8 +669,11 @@ def measure(
         result.update(
             transfer_s=round((last_ms - first) / 1000, 3),
             records_per_s=round(total / ((last_ms - first) / 1000), 1),
+            window_too_short=(last_ms - first) / 1000 < MIN_WINDOW_S,
         )
-    if system.translates:
+    if system.translates and not checkpoints and stats is None:
+        stats = tree.stop()  # MM2 in the sweep: throughput only
+    if system.translates and checkpoints:
         if system.exits_when_done:
             # sparkmirror: a running mirror for the checkpoint phases.
             tree = Tree(system.command(run_dir, spec, count=None), run_dir, "checkpoints")
@@ -622,12 +695,24 @@ def measure(
         result["failover"] = failover(found, moved, read_checkpoints(b), scale.partitions)
         stats_cp = tree.stop()
         result["checkpoint_phase_peak_rss_mb"] = stats_cp.get("peak_rss_mb")
+        result["checkpoint_phase_peak_rss_mb_by_role"] = stats_cp.get("peak_rss_mb_by_role")
         if stats is None:
             stats = stats_cp
     assert stats is not None
     result.update(
-        cpu_s_total=stats.get("cpu_s"), peak_rss_mb=stats.get("peak_rss_mb"), exit_code=stats.get("exit_code")
+        cpu_s_total=stats.get("cpu_s"),
+        peak_rss_mb=stats.get("peak_rss_mb"),
+        peak_rss_mb_by_role=stats.get("peak_rss_mb_by_role"),
+        exit_code=stats.get("exit_code"),
     )
+    samples = stats.get("samples") or []
+    if first is not None and last_ms is not None and samples:
+        # From the system's start to the first record appended on B; CPU of the tree over the transfer.
+        result["first_record_s"] = round(first / 1000 - stats["start"], 2)
+        cpu_first, cpu_last = run_mod.at(samples, first / 1000, 1), run_mod.at(samples, last_ms / 1000, 1)
+        result["cpu_s_transfer"] = round(cpu_last - cpu_first, 2)
+        if result.get("records_per_s"):
+            result["cpu_us_per_record"] = round((cpu_last - cpu_first) / total * 1e6, 1)
     if result["lost"]:
         result["failures"].append(f"lost {result['lost']} records")
     if result["not_append_time"]:
@@ -636,12 +721,133 @@ def measure(
     return result
 
 
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return None if not present else statistics.median(present)
+
+
+def _driver_mb(by_role: dict[str, float] | None) -> float | None:
+    """The driver's peak: the sparkmirror process (and its helpers) plus Spark's JVM, which in
+    ``local[*]`` mode holds the driver and runs the executors' tasks (sum of the two peaks)."""
+    if not by_role or "driver" not in by_role:
+        return None  # a JVM alone (MM2, the limit loop): no driver apart from it
+    return round(by_role.get("driver", 0.0) + by_role.get("jvm", 0.0), 1)
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A system's figures over its runs (medians); a run that lost records or failed fails the system."""
+
+    def get(r: dict[str, Any], *path: str) -> Any:
+        cur: Any = r
+        for key in path:
+            cur = (cur or {}).get(key)
+        return cur
+
+    def med(*path: str) -> float | None:
+        return _median(get(r, *path) for r in runs)
+
+    failed = not runs or any(not r.get("ok") for r in runs)
+    roles = [r.get("peak_rss_mb_by_role") for r in runs] + [r.get("checkpoint_phase_peak_rss_mb_by_role")
+                                                            for r in runs]  # fmt: skip
+    out: dict[str, Any] = {
+        "failed": failed,
+        "failures": [f for r in runs for f in r.get("failures", [])],
+        "runs": len(runs),
+        "records_per_s": None if failed else med("records_per_s"),
+        "transfer_s": med("transfer_s"),
+        "window_too_short": any(r.get("window_too_short") for r in runs),
+        "first_record_s": med("first_record_s"),
+        "cpu_s_transfer": med("cpu_s_transfer"),
+        "cpu_us_per_record": med("cpu_us_per_record"),
+        "cpu_s_total": med("cpu_s_total"),
+        "peak_rss_mb": max((r.get("peak_rss_mb") or 0 for r in runs), default=None),
+        "peak_rss_mb_driver": max((_driver_mb(x) or 0 for x in roles), default=None) or None,
+        "peak_rss_mb_python_workers": max(((x or {}).get("python_workers") or 0 for x in roles), default=None) or None,
+        "lost": max((r.get("lost") or 0 for r in runs), default=0),
+        "duplicates": max((r.get("duplicates") or 0 for r in runs), default=0),
+        "latency_p50_ms": med("latency", "p50_ms"),
+        "latency_p99_ms": med("latency", "p99_ms"),
+        "latency_rate": med("latency", "offered_rate"),
+        "latency_peak_rss_mb": max((get(r, "latency", "peak_rss_mb") or 0 for r in runs), default=None) or None,
+        "freshness_p50_s": med("checkpoint_freshness", "p50_s"),
+        "freshness_p99_s": med("checkpoint_freshness", "p99_s"),
+        "freshness_groups": med("checkpoint_freshness", "groups"),
+        "freshness_arrived": med("checkpoint_freshness", "arrived"),
+        "reread_after_failover": med("failover", "reread"),
+        "skipped_after_failover": med("failover", "skipped"),
+        "group_partitions_without_checkpoint": med("failover", "group_partitions_without_checkpoint"),
+        "start_to_first_checkpoint_s": med("start_to_first_checkpoint_s"),
+    }
+    return out
+
+
+def result_path(results: Path, day: str, name: str = "scale") -> Path:
+    """``<day>-<name>.json``, or ``<day>-<name>-<n>.json`` when earlier runs of the day are there (kept).
+    ``name``: ``scale``, or ``scale-spark-cluster`` for a run on a Spark cluster (a file of its own)."""
+    path, n = results / f"{day}-{name}.json", 1
+    while path.exists():
+        n += 1
+        path = results / f"{day}-{name}-{n}.json"
+    return path
+
+
+def run_systems(
+    run_mod: Any,
+    systems: list[rep.Replicator],
+    workdir: Path,
+    boots: dict[str, str],
+    scale: Scale,
+    per_topic: dict[str, int],
+    positions: Positions,
+    s: Any,
+    common: rep.Common,
+    *,
+    checkpoints: bool,
+    label: str,
+    into: dict[str, list[dict[str, Any]]],
+    after_each: Any,
+    spark_cluster: Any = None,
+) -> None:
+    """Every system ``s.runs`` times on one layout; each result goes into ``into``, then ``after_each()``.
+    On a Spark standalone cluster (``spark_cluster``) sparkmirror's executors are sampled apart."""
+    results = into
+    for run in range(1, s.runs + 1):
+        for system in systems:
+            run_dir = workdir / f"{label}-run{run}-{system.name}"
+            run_dir.mkdir(parents=True)
+            log.info("%s run %d/%d: %s", label, run, s.runs, system.name)
+            sampler = None
+            if spark_cluster is not None and isinstance(system, rep.Sparkmirror):
+                from sparkcluster import ExecutorSampler
+
+                state = spark_cluster.status()
+                sampler = ExecutorSampler([w.pid for w in state.workers if w.pid]).start()
+            try:
+                r = measure(run_mod, system, run_dir, boots, scale, per_topic, positions, s.seed + 1, common,
+                            s.stall_timeout_s, checkpoints=checkpoints)  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - one system's failure must not end the benchmark
+                log.exception("%s failed", system.name)
+                r = {"ok": False, "failures": [f"{type(exc).__name__}: {exc}"[:2000]]}
+            finally:
+                run_mod.Tree.stop_all()
+                if sampler is not None:
+                    sampler.stop()
+            if sampler is not None:
+                # The executors are not in the driver's process tree (cpu_s_total, peak_rss_mb).
+                r["spark_executors"] = sampler.result()
+            r["run"] = run
+            results[system.name].append(r)
+            log.info("%s run %d %s: %s", label, run, system.name, json.dumps(r))
+            after_each()
+
+
 def main(
     run_mod: Any, s: Any, scale: Scale, workdir: Path, boots: dict[str, str], jvm: rep.Jvm, spark_cluster: Any = None
 ) -> Path:
     """``spark_cluster``: the Spark standalone cluster sparkmirror runs on (``--spark-cluster``), whose
     executors are measured beside the driver's process tree; None when there is none to measure."""
     a = boots["A"]
+    started = time.monotonic()
     per_topic = scale.records_per_topic(s.records)
     topics = dict.fromkeys(per_topic, scale.partitions)
     t0 = time.monotonic()
@@ -674,44 +880,57 @@ def main(
         spark_master=s.spark_master,
     )
     systems = [r for r in rep.all_replicators(common, jvm) if r.name in s.systems]
+    load_before = run_mod.concurrent_load()
+    run_mod.RESULTS.mkdir(exist_ok=True)
+    name = "scale-spark-cluster" if s.spark_master else "scale"
+    path = result_path(run_mod.RESULTS, dt.date.today().isoformat(), name)
+    versions = run_mod.versions(jvm)
     results: dict[str, list[dict[str, Any]]] = {r.name: [] for r in systems}
-    for run in range(1, s.runs + 1):
-        for system in systems:
-            run_dir = workdir / f"scale-run{run}-{system.name}"
-            run_dir.mkdir(parents=True)
-            log.info("scale run %d/%d: %s", run, s.runs, system.name)
-            sampler = None
-            if spark_cluster is not None and isinstance(system, rep.Sparkmirror):
-                from sparkcluster import ExecutorSampler
+    sweep: dict[str, dict[str, Any]] = {}
 
-                state = spark_cluster.status()
-                sampler = ExecutorSampler([w.pid for w in state.workers if w.pid]).start()
-            try:
-                r = measure(
-                    run_mod,
-                    system,
-                    run_dir,
-                    boots,
-                    scale,
-                    per_topic,
-                    positions,
-                    s.seed + 1,
-                    common,
-                    s.stall_timeout_s,
-                )
-            except Exception as exc:  # noqa: BLE001 - one system's failure must not end the benchmark
-                log.exception("%s failed", system.name)
-                r = {"ok": False, "failures": [f"{type(exc).__name__}: {exc}"[:2000]]}
-            finally:
-                run_mod.Tree.stop_all()
-                if sampler is not None:
-                    sampler.stop()
-            if sampler is not None:
-                # Throughput and checkpoint phases together: the driver's figures are in cpu_s_total, peak_rss_mb.
-                r["spark_executors"] = sampler.result()
-            results[system.name].append(r)
-            log.info("scale run %d %s: %s", run, system.name, json.dumps(r))
+    def save(phase: str) -> None:
+        """Write what is measured so far (``complete`` once every phase ran): a run cut short
+        still leaves its figures."""
+        summary = {name: summarise(runs) for name, runs in results.items() if runs}
+        points = {
+            **sweep,
+            str(scale.total_partitions): {
+                "topics": scale.topics,
+                "partitions_per_topic": scale.partitions,
+                "records": s.records,
+                "summary": summary,
+                "main": True,
+            },
+        }
+        out = {
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "command": "bench/run.py " + " ".join(sys.argv[1:]),
+            "scenario": "scale",
+            "complete": phase == "complete",
+            "phase": phase,
+            "scale": dataclasses.asdict(scale),
+            "settings": {k: v for k, v in dataclasses.asdict(s).items() if k not in ("base_port", "keep")},
+            "records_per_topic": {"hot": per_topic[scale.names()[0]], "cold": per_topic[scale.names()[-1]]},
+            "min_window_s": MIN_WINDOW_S,
+            "machine": run_mod.machine(),
+            "machine_load": {"before": load_before, "after": run_mod.concurrent_load()},
+            "versions": versions,
+            "sparkmirror_code": run_mod.source_state(),
+            "checkpoint_interval_s": common.checkpoint_interval_s,
+            "sparkmirror_spark_master": s.spark_master or "local[*]",
+            "systems": results,
+            "summary": summary,
+            "sweep": dict(sorted(points.items(), key=lambda kv: int(kv[0]))),
+            "elapsed_s": round(time.monotonic() - started, 1),
+        }
+        path.write_text(json.dumps(out, indent=2) + "\n")
+        log.info("wrote %s (%s)", path, phase)
+
+    run_systems(run_mod, systems, workdir, boots, scale, per_topic, positions, s, common, checkpoints=True,
+                label="scale", into=results, after_each=lambda: save("main phases"),
+                spark_cluster=spark_cluster)  # fmt: skip
     if s.latency_seconds > 0:
+        truncate(a, topics)
         for run in range(1, s.runs + 1):
             for system in systems:
                 run_dir = workdir / f"scale-run{run}-{system.name}"
@@ -726,24 +945,33 @@ def main(
                 finally:
                     run_mod.Tree.stop_all()
                 log.info("scale run %d %s latency: %s", run, system.name, json.dumps(target.get("latency")))
-    out = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": "bench/run.py " + " ".join(sys.argv[1:]),
-        "scenario": "scale",
-        "scale": dataclasses.asdict(scale),
-        "settings": {k: v for k, v in dataclasses.asdict(s).items() if k not in ("base_port", "keep")},
-        "records_per_topic": {"hot": per_topic[scale.names()[0]], "cold": per_topic[scale.names()[-1]]},
-        "machine": run_mod.machine(),
-        "versions": run_mod.versions(jvm),
-        "sparkmirror_code": run_mod.source_state(),
-        "checkpoint_interval_s": common.checkpoint_interval_s,
-        "sparkmirror_spark_master": s.spark_master or "local[*]",
-        "systems": results,
-    }
-    run_mod.RESULTS.mkdir(exist_ok=True)
-    # On a Spark cluster: a file of its own, beside the embedded run's of the same day.
-    suffix = "-scale-spark-cluster" if s.spark_master else "-scale"
-    path = run_mod.RESULTS / f"{dt.date.today().isoformat()}{suffix}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    log.info("wrote %s", path)
+                save("latency")
+    # The throughput sweep: the same systems on layouts of other partition counts, topics of their own.
+    for n in sorted(set(s.partitions_sweep) - {scale.total_partitions}):
+        point = scale.sweep_point(n)
+        point_records = point.records_per_topic(s.sweep_records or s.records)
+        point_topics = dict.fromkeys(point_records, point.partitions)
+        create_topics(a, point_topics)
+        load(a, point_records, point.partitions, s.size, s.seed)
+        log.info("sweep: %d partitions (%d x %d), %d records", n, point.topics, point.partitions,
+                 sum(point_records.values()))  # fmt: skip
+        point_runs: dict[str, list[dict[str, Any]]] = {r.name: [] for r in systems}
+        entry = sweep[str(n)] = {
+            "topics": point.topics,
+            "partitions_per_topic": point.partitions,
+            "records": sum(point_records.values()),
+            "systems": point_runs,
+            "summary": {},
+        }
+
+        def point_done(
+            runs: dict[str, list[dict[str, Any]]] = point_runs, e: dict[str, Any] = entry, n: int = n
+        ) -> None:
+            e["summary"] = {name: summarise(r) for name, r in runs.items() if r}
+            save(f"sweep {n}")
+
+        run_systems(run_mod, systems, workdir, boots, point, point_records, {}, s, common, checkpoints=False,
+                    label=f"sweep{n}", into=point_runs, after_each=point_done, spark_cluster=spark_cluster)  # fmt: skip
+        wl.delete_topics(a, keep=list(topics))
+    save("complete")
     return path

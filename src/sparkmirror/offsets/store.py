@@ -51,9 +51,8 @@ def read_offset_map(consumer_conf: Mapping[str, str], flow: FlowConfig) -> Offse
     for key, value in read_to_end(consumer_conf, topic):
         if key is None:
             continue
-        source_topic, partition, upstream_start = OffsetSegment.decode_key(key)
         if value is None:
-            fresh.discard(source_topic, partition, upstream_start)
+            fresh.discard(*OffsetSegment.decode_key(key))
         else:
             fresh.add(Segment.from_record(OffsetSegment.decode(key, value)))
         n += 1

@@ -715,4 +715,6 @@ def one_line(r: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    report.main([str(main())])
+    path = main()
+    if "spark-cluster" not in path.name:  # a run on a Spark cluster is kept apart from the report
+        report.main([str(path)])

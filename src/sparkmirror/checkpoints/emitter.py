@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from sparkmirror.core.checkpoints import CheckpointState, group_offset_sync_decision
 from sparkmirror.core.formats import Checkpoint
 from sparkmirror.core.naming import is_own_group
+from sparkmirror.core.offsetmap import Method
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groupreader import GroupOffsetReader, Positions
 from sparkmirror.kafka.groups import commit_offsets, committed_positions
@@ -61,6 +62,9 @@ class CheckpointEmitter:
         self._readers: dict[str, GroupOffsetReader] = {}
         #: Last translated position per (group, remote topic, partition), for the group sync.
         self.latest: dict[tuple[str, str, int], int] = {}
+        #: (group, topic, partition) checkpointed below the offset map's retained history: warned once
+        #: when they fall below it, not at every pass.
+        self.below_history: set[tuple[str, str, int]] = set()
         #: Per group, the wall clock (time.time()) of the last pass that read its offsets and left its
         #: checkpoints current on the target (written, or unchanged since): the metrics' freshness.
         self.confirmed: dict[str, float] = {}
@@ -125,12 +129,19 @@ class CheckpointEmitter:
         t_read = time.monotonic()
         read = self.group_positions("source", groups, partitions) if groups else {}
         t_read = time.monotonic() - t_read
+        below: list[tuple[tuple[str, str, int], str]] = []
         for group in groups:
             positions = read.get(group)
             if positions is None:
                 continue
             for (topic, partition), (upstream, metadata) in sorted(positions.items()):
                 translation = self.store.translate(topic, partition, upstream)
+                key = (group, topic, partition)
+                if translation.method is Method.BELOW_HISTORY:
+                    if key not in self.below_history:
+                        below.append((key, translation.explanation))
+                else:
+                    self.below_history.discard(key)
                 remote = self.flow.policy.format_remote_topic(self.flow.source, topic)
                 if not write:
                     if translation.downstream_offset is not None:
@@ -140,6 +151,15 @@ class CheckpointEmitter:
                 if cp is not None:
                     out.append(cp)
                     self.latest[(group, remote, partition)] = cp.downstream_offset
+        if below:
+            self.below_history.update(key for key, _ in below)
+            log.warning(
+                "flow=%s %d group partition(s) are below the offset map's retained history and are checkpointed "
+                "at its earliest offset; the target may lack their older records (said once): %s",
+                self.flow.name,
+                len(below),
+                "; ".join(f"group {g}: {why}" for (g, _t, _p), why in below[:3]) + (" …" if len(below) > 3 else ""),
+            )
         if out:
             self._write(out)
         if write:

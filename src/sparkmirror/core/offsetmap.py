@@ -38,8 +38,9 @@ Invariants of translation, for a fixed map (what the tests pin down)
        some of those offsets may be transaction markers. ``g`` exactly at the end is caught
        up: method EXACT, missing 0.
     E. Below history: for g below the earliest retained segment (pruned, or never mirrored),
-       ``translate(g)`` is the smallest retained ``downstream_start`` (method BELOW_HISTORY,
-       logged as a warning): nothing retained is skipped, but the target may lack older records.
+       ``translate(g)`` is the smallest retained ``downstream_start`` (method BELOW_HISTORY, said
+       in the explanation; the caller warns, once): nothing retained is skipped, but the target
+       may lack older records.
     F. No history for the partition: method NO_HISTORY and ``downstream_offset`` None. No
        exception, so that a failover plan can list every partition.
     G. Reverse (failback), from a target position d: the upstream position such that every
@@ -408,7 +409,7 @@ class PartitionMap:
                 f"{tp} upstream {g} is below the earliest retained segment (upstream {lo[0]}); translated to "
                 f"the earliest retained downstream offset {d}: older records may be missing on the target"
             )
-            log.warning("%s", explanation)
+            log.debug("%s", explanation)  # said by the caller: once, in its report or warning
             return Translation(g, d, Method.BELOW_HISTORY, 0, explanation)
         d = dlo[i] + (hi[i] - lo[i])
         return Translation(
@@ -435,7 +436,7 @@ class PartitionMap:
                 f"{tp} downstream {d} is below the earliest retained segment "
                 f"(downstream {self._min_d_start}); translated to the earliest retained upstream offset {u}"
             )
-            log.warning("%s", explanation)
+            log.debug("%s", explanation)  # said by the caller: once, in its report or warning
             return Translation(u, d, Method.BELOW_HISTORY, 0, explanation)
         j = bisect_right(self._d_starts, d) - 1
         segment = self._by_d[j]

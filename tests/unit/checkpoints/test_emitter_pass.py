@@ -128,3 +128,26 @@ def test_a_pass_read_in_slices_reads_every_group_once_and_emits_what_a_whole_pas
     assert sliced_reader.asked == [["g01", "g02", "g03"], ["g04", "g05", "g06"], ["g07"]]
     assert [c for batch in sliced.written for c in batch] == [c for batch in whole.written for c in batch]
     assert set(sliced.confirmed) == set(positions)
+
+
+def test_a_group_below_the_retained_history_is_warned_of_once_not_every_pass(tmp_path, caplog) -> None:  # type: ignore[no-untyped-def]
+    import logging
+
+    emitter, reader = _emitter(tmp_path)
+    emitter.store.map.discard("t", 0, 0)  # the map keeps t[0] from upstream 500 on (pruned below)
+    emitter.store.apply([Segment("t", 0, 500, 500, 500)])
+    reader.positions = {"old": {("t", 0): (10, "")}, "new": {("t", 0): (600, "")}}
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            emitter.emit({"t": 1})
+    warnings = [r for r in caplog.records if "below the offset map's retained history" in r.getMessage()]
+    assert len(warnings) == 1 and "group old" in warnings[0].getMessage()
+    assert emitter.below_history == {("old", "t", 0)}
+    # It caught up, then fell behind the history again: warned again.
+    reader.positions["old"] = {("t", 0): (700, "")}
+    emitter.emit({"t": 1})
+    assert emitter.below_history == set()
+    reader.positions["old"] = {("t", 0): (5, "")}
+    with caplog.at_level(logging.WARNING):
+        emitter.emit({"t": 1})
+    assert len([r for r in caplog.records if "retained history" in r.getMessage()]) == 2

@@ -119,6 +119,7 @@ class CheckpointEmitter:
         if write:
             listed = set(groups)
             self.confirmed = {g: at for g, at in self.confirmed.items() if g in listed}
+            self.below_history = {key for key in self.below_history if key[0] in listed}
         return groups
 
     def emit_groups(self, mirrored: dict[str, int], groups: list[str], *, write: bool = True) -> int:

@@ -86,3 +86,14 @@ def test_summary_names_the_error_not_the_wrappers() -> None:
     long = summary("An error occurred while calling o1.x.\n: java.lang.IllegalStateException: " + "y" * 5000)
     assert long.startswith("java.lang.IllegalStateException: y") and len(long) == MAX_ERROR_CHARS
     assert SPARK_PATTERN_PREFIX not in summary(SPARK_PATTERN_PREFIX + " o1.collect")
+
+
+def test_a_job_cancelled_by_a_stop_and_a_stop_between_rounds_are_abandoned_batches() -> None:
+    handler = _handler(stop=True)
+    cancelled = "org.apache.spark.SparkException: [SPARK_JOB_CANCELLED] Job 12 cancelled part of cancelled job group x"
+    assert isinstance(handler._failed(5, Py4JJavaError(_job_failure(cancelled))), StopRequested)
+    own = StopRequested("flow=A->B: batch abandoned after 2 of 9 rounds: stop requested")
+    assert handler._failed(5, own) is own  # passed through as it is, not made a failed batch
+    assert handler.take_failure() is None
+    # Without a stop, a cancelled job is a failed batch like any other.
+    assert isinstance(_handler()._failed(5, Py4JJavaError(_job_failure(cancelled))), BatchFailed)

@@ -132,6 +132,16 @@ def test_a_stop_request_ends_the_flow_without_a_restart() -> None:
     assert flow.finished and s.failures == 0
 
 
+def test_a_batch_that_failed_while_stopping_ends_the_flow_without_a_restart() -> None:
+    flow = StandInFlow()
+    flow.stop_requested.set()
+    flow.failure_detail = "sparkmirror.pipeline.exceptions.WriteError: t[0]: delivery timed out"
+    s = _ended(flow, RuntimeError("BatchFailed: flow=A->B batch 3 failed: delivery timed out"))
+    s.poll()
+    assert flow.finished and s.failures == 0 and s._restart_at is None
+    assert not [state for state, _ in flow.reports if state == "restarting"]
+
+
 def test_a_query_that_ends_cleanly_finishes_the_flow() -> None:
     flow = StandInFlow(once=True)
     _ended(flow, None).poll()

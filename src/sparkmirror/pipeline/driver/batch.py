@@ -62,8 +62,15 @@ class StopRequested(Exception):
 #: The longest error text a failed batch hands to Spark (see the module's docstring).
 MAX_ERROR_CHARS = 400
 
-#: Spark's stop interrupts the batch's Spark job; these in the error say so.
-_INTERRUPTED = ("java.lang.InterruptedException", "java.io.InterruptedIOException", "ClosedByInterruptException")
+#: Spark's stop interrupts or cancels the batch's Spark job; these in the error say so (read only while a
+#: stop is requested).
+_INTERRUPTED = (
+    "java.lang.InterruptedException",
+    "java.io.InterruptedIOException",
+    "ClosedByInterruptException",
+    "SPARK_JOB_CANCELLED",
+    "part of cancelled job group",
+)
 
 
 class BatchFailed(SparkMirrorError):
@@ -159,6 +166,8 @@ class BatchHandler:
 
     def _failed(self, batch_id: int, exc: Exception) -> Exception:
         """What Spark gets for a failed batch: short, without the Py4J dump (module docstring)."""
+        if isinstance(exc, StopRequested):
+            return exc
         text = error_text(exc)
         if self.stop.is_set() and any(name in text for name in _INTERRUPTED):
             return StopRequested(f"flow={self.flow.name} batch {batch_id} abandoned: stop requested")
@@ -257,6 +266,11 @@ class BatchHandler:
         sc = self.spark.sparkContext
         results: list[PartitionResult] = []
         for n, piece in enumerate(pieces, 1):
+            if n > 1 and self.stop.is_set():
+                # Not committed: at-least-once replays the rounds done, exactly-once resumes from the target.
+                raise StopRequested(
+                    f"flow={self.flow.name}: batch abandoned after {n - 1} of {len(pieces)} rounds: stop requested"
+                )
             if n > 1:
                 # Each round extends the segments of the one before and writes through the same workers.
                 done = merge_rounds(results)

@@ -521,7 +521,10 @@ class Flow:
         try:
             written = self.checkpoints.emit_groups(dict(self.subscribed), current.next_slice())
         except BaseException:
-            self._pass = None  # the next try starts a whole pass again
+            # The next try starts a whole pass again, soon: the groups of the slices not read yet
+            # must not wait for the interval after this one.
+            self._pass = None
+            self.scheduler.due_in(min(5.0, current.interval_s), CHECKPOINTS)
             raise
         current.slice_done(time.monotonic() - started, written)
         if current.done:

@@ -146,6 +146,15 @@ class FlowSupervisor:
         broken = _ENVIRONMENT_ERRORS.search(text)
         if broken is not None:
             raise FlowFailed(f"flow={flow.flow.name} cannot run: {broken.group(1)}: {broken.group(2).strip()}")
+        if flow.stop_requested.is_set():
+            # Stopping: a batch that failed meanwhile was not committed, and the next run replays it.
+            log.info(
+                "flow=%s stopped; its last batch did not complete (%s) and is replayed by the next run",
+                flow.flow.name,
+                shown,
+            )
+            flow.finished = True
+            return
         delay = self._failed()
         self.flow.report("restarting", shown)
         self._give_up_once(shown)

@@ -28,7 +28,7 @@ from sparkmirror.pipeline.exceptions import FlowFailed
 from sparkmirror.pipeline.session import pool_name
 
 #: X's backlog, in records; the test's rounds are TASK_MAX records per task, 2 tasks (local[2]).
-BACKLOG, PARTITIONS, TASK_MAX = 200_000, 4, 10_000
+BACKLOG, PARTITIONS, TASK_MAX = 300_000, 4, 10_000
 #: Most X records copied while one Y record waited: a few rounds (a round is 2 * TASK_MAX), well
 #: below the half of the backlog that each task of a batch copied in one job holds.
 FAIR_SHARE = 80_000

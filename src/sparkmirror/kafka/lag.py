@@ -12,9 +12,30 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
 
 PartitionKey = tuple[str, int]
+
+#: ListOffsets errors that mean the admin client's cached leaders are out of date (a broker restarted,
+#: leadership moved). librdkafka's admin ListOffsets does not refresh them by itself: seen failing with
+#: FENCED_LEADER_EPOCH for minutes after a target broker's restart, until the metadata's own refresh.
+_STALE_LEADER = ("FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE")
+
+
+def list_offsets(admin: AdminClient, request: Mapping[TopicPartition, OffsetSpec]) -> dict[PartitionKey, int]:
+    """Offsets of ``request`` by (topic, partition); on a stale leader, the topics' metadata is read
+    again (which refreshes the client's cache) and the request made once more."""
+    for attempt in (1, 2):
+        res = admin.list_offsets(dict(request), request_timeout=30)
+        try:
+            return {(tp.topic, tp.partition): fut.result().offset for tp, fut in res.items()}
+        except Exception as exc:
+            if attempt == 2 or not any(code in str(exc) for code in _STALE_LEADER):
+                raise
+            for topic in sorted({tp.topic for tp in request}):
+                admin.list_topics(topic, timeout=10)
+    raise AssertionError("unreachable")
 
 
 def log_bounds(admin: AdminClient, partitions: Mapping[str, int]) -> dict[PartitionKey, tuple[int, int]]:
@@ -27,8 +48,7 @@ def log_bounds(admin: AdminClient, partitions: Mapping[str, int]) -> dict[Partit
         return {}
     found: list[dict[PartitionKey, int]] = []
     for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
-        res = admin.list_offsets({TopicPartition(t, p): spec for t, p in keys}, request_timeout=30)
-        found.append({(tp.topic, tp.partition): fut.result().offset for tp, fut in res.items()})
+        found.append(list_offsets(admin, {TopicPartition(t, p): spec for t, p in keys}))
     starts, ends = found
     return {k: (starts[k], ends[k]) for k in keys}
 

@@ -28,6 +28,7 @@ from sparkmirror.kafka.access import AccessDenied, classify, denied, principal
 from sparkmirror.kafka.acls import AclSync
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets
+from sparkmirror.kafka.lag import list_offsets
 from sparkmirror.kafka.lease import FlowLease, LeaseHeld, LeaseRefused
 from sparkmirror.kafka.topicids import TopicIds, TopicRecreated, source_topic_ids
 from sparkmirror.kafka.topics import TopicSync
@@ -562,9 +563,8 @@ class Flow:
         if not request:
             return
         source_of = {self.topics.remote_name(t): t for t in self.subscribed}
-        res = self.clients.target_admin.list_offsets(request, request_timeout=30)
-        starts = {(source_of[tp.topic], tp.partition): fut.result().offset for tp, fut in res.items()}
-        self.store.prune(starts)
+        found = list_offsets(self.clients.target_admin, request)
+        self.store.prune({(source_of[topic], partition): start for (topic, partition), start in found.items()})
 
     def finish(self) -> None:
         """After a ``--once`` run: leave checkpoints (and synced groups) as of its end."""

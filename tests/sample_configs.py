@@ -7,6 +7,14 @@ from pathlib import Path
 from sparkmirror.config import load_config
 from sparkmirror.config.model import MirrorConfig
 
+#: The smallest flow A->B (no cluster is contacted).
+PLAIN_A_TO_B = """
+clusters = A, B
+A.bootstrap.servers = a:9092
+B.bootstrap.servers = b:9092
+A->B.enabled = true
+"""
+
 #: Flow A->B whose target B takes SASL PLAIN with a password that must never be shown.
 SECURED_TARGET = """
 clusters = A, B

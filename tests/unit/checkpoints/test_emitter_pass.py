@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sample_configs import load_props
+from sample_configs import PLAIN_A_TO_B, load_props
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.core.formats import Checkpoint
 from sparkmirror.core.offsetmap import Segment
@@ -10,12 +10,7 @@ from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groupreader import GroupReads, Positions
 from sparkmirror.offsets.store import OffsetMapStore
 
-PROPS = """
-clusters = A, B
-A.bootstrap.servers = a:9092
-B.bootstrap.servers = b:9092
-A->B.enabled = true
-"""
+PROPS = PLAIN_A_TO_B
 
 
 class _Reader:

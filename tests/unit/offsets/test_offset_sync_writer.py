@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sample_configs import load_props
+from sample_configs import PLAIN_A_TO_B, load_props
 from sparkmirror.core.offsetmap import Segment
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.offsets.syncs import OffsetSyncWriter
 
-PROPS = """
-clusters = A, B
-A.bootstrap.servers = a:9092
-B.bootstrap.servers = b:9092
-A->B.enabled = true
-"""
+PROPS = PLAIN_A_TO_B
 
 
 class _Recording(FlowClients):

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sample_configs import load_props
+from sample_configs import PLAIN_A_TO_B, load_props
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.status.reporter import StatusReporter
 
-PROPS = """
-clusters = A, B
-A.bootstrap.servers = a:9092
-B.bootstrap.servers = b:9092
-A->B.enabled = true
-"""
+PROPS = PLAIN_A_TO_B
 
 
 class _Producer:

@@ -16,6 +16,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: Retries within this many seconds of the first attempt are logged at debug level, later ones as warnings.
+_QUIET_S = 10.0
+
 
 def retry_kafka(call: Callable[[], T], *, what: str, attempts: int = 10, max_delay_s: float = 5.0) -> T:
     from confluent_kafka import KafkaError, KafkaException
@@ -28,6 +31,7 @@ def retry_kafka(call: Callable[[], T], *, what: str, attempts: int = 10, max_del
         KafkaError.NOT_COORDINATOR,
     }
     delay = 0.2
+    started = time.monotonic()
     for attempt in range(attempts):
         try:
             return call()
@@ -35,7 +39,10 @@ def retry_kafka(call: Callable[[], T], *, what: str, attempts: int = 10, max_del
             err = exc.args[0]
             if not (err.retriable() or err.code() in coordinator_moving) or attempt == attempts - 1:
                 raise
-            log.debug("%s: %s; retrying in %.1fs", what, err.str(), delay)
+            # Short waits are routine (a coordinator loading); a long one is said, with what it waits for.
+            waited = time.monotonic() - started
+            level = logging.WARNING if waited >= _QUIET_S else logging.DEBUG
+            log.log(level, "%s: %s (%s) after %.0fs; retrying in %.1fs", what, err.name(), err.str(), waited, delay)
             time.sleep(delay)
             delay = min(delay * 2, max_delay_s)
     raise AssertionError("unreachable")

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
-from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.pipeline.executor.plan import WORKER_ID, PartitionKey, WritePlan
+from sparkmirror.pipeline.executor.waits import brokers_text, retry_within
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Producer
@@ -76,9 +76,21 @@ def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer
 
     def make() -> Producer:
         p = new_producer(conf)
+        tid = conf["transactional.id"]
+        remote = plan.remote_topic(partition[0])
+
+        def waiting() -> str:
+            md = p.list_topics(remote, timeout=5)
+            return f"waiting for the transaction coordinator of {tid} on the target (brokers {brokers_text(md)})"
+
         # Fences any earlier producer with this id and completes (aborts) its open transaction,
         # so the progress read next is stable.
-        retry_kafka(lambda: p.init_transactions(60), what=f"init_transactions({conf['transactional.id']})")
+        retry_within(
+            lambda left: p.init_transactions(left),
+            what=f"flow={plan.flow} {partition[0]}[{partition[1]}]: init_transactions({tid})",
+            limit_s=plan.target_wait_s,
+            detail=waiting,
+        )
         return p
 
     return _cached(key, make)

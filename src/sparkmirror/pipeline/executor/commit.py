@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor import clients
 from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
@@ -36,6 +35,7 @@ from sparkmirror.pipeline.executor.sink import (
     finish_segments,
     settle_record_failures,
 )
+from sparkmirror.pipeline.executor.waits import brokers_text, call_within, partition_text, retry_within
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 #: Partitions whose transactions one task finishes at the same time.
 _MAX_COMMIT_THREADS = 8
+#: All aborts of a failed task together wait at most this long (the next attempt fences anyway).
+_ABORT_S = 30.0
 
 
 def commit_for(plan: WritePlan) -> Commit:
@@ -140,47 +142,90 @@ class Transactional:
             producer.produce(self.plan.offset_map_topic, key=rec.key_bytes(), value=rec.value_bytes())
 
     def _commit(self, producer: Producer, w: PartitionWrite) -> None:
+        """Add the new progress to the transaction and commit it; every wait bounded (:mod:`.waits`)."""
         from confluent_kafka import KafkaException, TopicPartition
 
         plan = self.plan
         group_md = clients.progress_consumer(plan).consumer_group_metadata()
         position = [TopicPartition(w.remote, w.partition, w.last_offset + 1)]
-        retry_kafka(
-            lambda: producer.send_offsets_to_transaction(position, group_md, 60),
-            what=f"send_offsets_to_transaction({w.remote}[{w.partition}])",
+        where = f"flow={plan.flow} {w.topic}[{w.partition}] offsets {w.first_offset}..{w.last_offset}"
+        seen: dict[str, str] = {}
+
+        def refresh() -> None:
+            # A broker that came back is added to the producer's metadata, and librdkafka asks for
+            # the group's coordinator again (see waits' module docstring).
+            seen["target"] = _target_text(producer, w.remote, w.partition)
+
+        def waiting_for_group() -> str:
+            return (
+                f"waiting for the coordinator of group {plan.progress_group} on the target "
+                f"(target: {seen.get('target') or _target_text(producer, w.remote, w.partition)})"
+            )
+
+        what = f"{where}: send_offsets_to_transaction({w.remote}[{w.partition}] -> {w.last_offset + 1})"
+        # librdkafka's timeout (``left``) may never be looked at; the thread's bound is the step's.
+        deadline = time.monotonic() + plan.target_wait_s
+        retry_within(
+            lambda left: call_within(
+                lambda: producer.send_offsets_to_transaction(position, group_md, left),
+                what=what,
+                limit_s=max(1.0, deadline - time.monotonic()),
+                detail=waiting_for_group,
+                nudge=refresh,
+            ),
+            what=what,
+            limit_s=plan.target_wait_s,
+            detail=waiting_for_group,
         )
-        deadline = time.monotonic() + plan.transaction_timeout_ms / 1000
-        while True:
-            try:
-                producer.commit_transaction(60)
-                return
-            except KafkaException as exc:
-                err = exc.args[0]
-                # Kafka's rule: a retriable commit error (a timeout) is retried as is; one that
-                # requires an abort aborts and replays the range; a fatal one (fenced) never commits.
-                if err.retriable() and time.monotonic() < deadline:
-                    log.warning(
-                        "flow=%s %s[%d] commit_transaction: %s; retrying", plan.flow, w.topic, w.partition, err.str()
-                    )
-                    continue
-                fenced = "FENCED" in err.name() or err.fatal()
-                raise WriteError(
-                    f"flow={plan.flow} {w.topic}[{w.partition}] offsets {w.first_offset}..{w.last_offset}: "
-                    f"transaction not committed ({err.name()}: {err.str()}); "
-                    + ("another writer of this partition took over" if fenced else "the range will be replayed"),
-                    terminal=False,
-                ) from None
+
+        def waiting_for_coordinator() -> str:
+            return f"waiting for the transaction coordinator (target: {_target_text(producer, w.remote, w.partition)})"
+
+        try:
+            retry_within(
+                lambda left: producer.commit_transaction(left),
+                what=f"{where}: commit_transaction",
+                limit_s=plan.target_wait_s,
+                detail=waiting_for_coordinator,
+            )
+        except KafkaException as exc:
+            err = exc.args[0]
+            # Kafka's rule: a retriable commit error (a timeout) is retried as is (above); one that
+            # requires an abort aborts and replays the range; a fatal one (fenced) never commits.
+            fenced = "FENCED" in err.name() or err.fatal()
+            raise WriteError(
+                f"{where}: transaction not committed ({err.name()}: {err.str()}); "
+                + ("another writer of this partition took over" if fenced else "the range will be replayed"),
+                terminal=False,
+            ) from None
 
     def abandon(self, parts: Sequence[PartitionWrite]) -> None:
-        """Abort what is open; forget every producer of the task (the next task makes and fences anew)."""
+        """Abort what is open; forget every producer of the task (the next task makes and fences anew).
+
+        A producer still inside a call that did not answer (:mod:`.waits`) refuses the abort at once;
+        the next attempt's ``init_transactions`` fences it and aborts its transaction.
+        """
+        deadline = time.monotonic() + _ABORT_S
         for producer in self.open_tx.values():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
             try:
-                producer.abort_transaction(30)
-            except Exception:  # noqa: BLE001 - fatal/fenced producers cannot abort; drop them
+                producer.abort_transaction(left)
+            except Exception:  # noqa: BLE001 - fatal/fenced/busy producers cannot abort; drop them
                 pass
         self.open_tx.clear()
         for w in parts:
             clients.forget(w.producer)
+
+
+def _target_text(client: Producer, topic: str, partition: int) -> str:
+    """What ``client`` knows of the target now: the partition's leader and the brokers it lists.
+
+    Asks for the topic's metadata (at most 5 s), which also adds brokers that came back.
+    """
+    md = client.list_topics(topic, timeout=5)
+    return f"{partition_text(md, topic, partition)}; brokers {brokers_text(md)}"
 
 
 def committed_progress(plan: WritePlan, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -188,9 +233,12 @@ def committed_progress(plan: WritePlan, partitions: list[tuple[str, int]]) -> di
     from confluent_kafka import TopicPartition
 
     consumer = clients.progress_consumer(plan)
-    tps = retry_kafka(
-        lambda: consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=30),
-        what=f"reading progress of {len(partitions)} partitions",
+    names = ", ".join(f"{t}[{p}]" for t, p in partitions[:5]) + (" …" if len(partitions) > 5 else "")
+    tps = retry_within(
+        lambda left: consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=left),
+        what=f"flow={plan.flow} reading the progress of {names} (group {plan.progress_group})",
+        limit_s=plan.target_wait_s,
+        detail=lambda: f"waiting for the coordinator of group {plan.progress_group} on the target",
     )
     out: dict[tuple[str, int], int] = {}
     for tp in tps:

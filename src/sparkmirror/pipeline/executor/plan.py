@@ -66,6 +66,10 @@ class WritePlan:
     #: librdkafka config of a consumer on the source (the direct reader).
     source_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
     transaction_timeout_ms: int = 300_000
+    #: Exactly-once: how long a task waits for one step of a transaction on the target (fencing,
+    #: reading the progress, adding it to the transaction, committing) before it fails and Spark
+    #: retries it with new producers (:mod:`.waits`).
+    target_wait_s: float = 120.0
     #: Changes whenever the driver fences the flow's transactional ids, so executors build new
     #: producers instead of reusing fenced ones.
     producer_generation: str = ""

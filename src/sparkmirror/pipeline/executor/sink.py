@@ -23,6 +23,7 @@ from sparkmirror.core.offsetmap import Segment, segments_from_offsets
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor.plan import WORKER_ID, PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
+from sparkmirror.pipeline.executor.waits import WARN_EVERY_S, partition_text
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message, Producer
@@ -422,17 +423,34 @@ def check_report_order(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None
 
 
 def await_acks(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWrite]) -> None:
-    """Wait until the target acknowledged every record of ``parts``; a failed delivery fails the batch."""
-    deadline = time.monotonic() + plan.flush_timeout_s
+    """Wait until the target acknowledged every record of ``parts``; a failed delivery fails the batch.
+
+    Every :data:`~.waits.WARN_EVERY_S` seconds of waiting says which partitions wait and who leads
+    them; past ``plan.flush_timeout_s`` the batch fails.
+    """
+    started = time.monotonic()
+    deadline = started + plan.flush_timeout_s
+    next_warning = started + WARN_EVERY_S
     while True:
         remaining = producer.flush(1.0)
         if remaining == 0 and all(w.pending <= 0 for w in parts):
             break
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise WriteError(
                 f"flow={plan.flow}: {remaining} records not acknowledged by the target within "
-                f"{plan.flush_timeout_s:.0f}s",
+                f"{plan.flush_timeout_s:.0f}s: {unacknowledged(producer, parts)}",
                 terminal=False,
+            )
+        if now >= next_warning:
+            next_warning += WARN_EVERY_S
+            log.warning(
+                "flow=%s: %d records not yet acknowledged by the target after %.0fs (giving up at %.0fs): %s",
+                plan.flow,
+                remaining,
+                now - started,
+                plan.flush_timeout_s,
+                unacknowledged(producer, parts),
             )
     for w in parts:
         if w.failure is not None:
@@ -442,6 +460,19 @@ def await_acks(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWri
                 f"{w.remote}[{w.partition}] failed ({name}: {text}); the batch will be replayed",
                 terminal=False,
             )
+
+
+def unacknowledged(producer: Producer, parts: Sequence[PartitionWrite]) -> str:
+    """The partitions still waiting for acknowledgements, each with its leader as ``producer`` sees it."""
+    waiting = [w for w in parts if w.pending > 0] or list(parts)
+    out = []
+    for w in waiting[:5]:
+        try:
+            where = partition_text(producer.list_topics(w.remote, timeout=5), w.remote, w.partition)
+        except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
+            where = f"{w.remote}[{w.partition}]: metadata unavailable ({exc})"
+        out.append(f"{w.pending} of {w.topic}[{w.partition}] -> {where}")
+    return "; ".join(out) + (f"; and {len(waiting) - 5} more partitions" if len(waiting) > 5 else "")
 
 
 def settle_record_failures(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWrite]) -> bool:

@@ -1,0 +1,107 @@
+"""A task's waits on the target (pipeline/executor/waits.py) without a broker: bounded, said, retriable.
+
+The broker-side case (a group coordinator SIGKILLed under an exactly-once task) is
+tests/e2e/test_broker_faults.py; here the calls are plain functions that answer late, never, or fail.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.executor.waits import call_within, retry_within
+
+
+def test_a_call_that_never_answers_fails_the_task_within_its_limit_saying_what_it_waits_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    never = threading.Event()
+    nudges: list[float] = []
+    started = time.monotonic()
+    try:
+        with caplog.at_level(logging.WARNING), pytest.raises(WriteError) as raised:
+            call_within(
+                lambda: never.wait(10),  # without the bound: returns after 10 s, and the test fails
+                what="flow=A->B t[0] offsets 0..9: send_offsets_to_transaction",
+                limit_s=1.0,
+                detail=lambda: "waiting for the coordinator of group g (brokers 2, 3)",
+                nudge=lambda: nudges.append(time.monotonic()),
+                warn_every_s=0.2,
+                nudge_every_s=0.1,
+            )
+    finally:
+        never.set()  # lets the abandoned call's thread end
+    took = time.monotonic() - started
+    assert 1.0 <= took < 5.0
+    assert raised.value.retriable, "a wait past its limit must fail the task, not stop the flow"
+    message = str(raised.value)
+    assert "send_offsets_to_transaction" in message and "group g" in message and "t[0]" in message
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings, "a wait of more than its warning interval must say what it waits for"
+    assert all("send_offsets_to_transaction" in w and "brokers 2, 3" in w for w in warnings)
+    assert len(nudges) >= 3
+
+
+def test_a_call_unblocked_by_a_metadata_refresh_returns_its_result() -> None:
+    refreshed = threading.Event()
+
+    def call() -> str:
+        assert refreshed.wait(5)
+        return "committed"
+
+    assert call_within(call, what="x", limit_s=5, nudge=refreshed.set, nudge_every_s=0.05) == "committed"
+
+
+def test_the_call_s_own_error_reaches_the_caller() -> None:
+    def call() -> None:
+        raise KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
+
+    with pytest.raises(KafkaException):
+        call_within(call, what="x", limit_s=5)
+
+
+def test_retriable_errors_are_retried_with_a_warning_each_then_the_answer_is_returned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    attempts: list[float] = []
+
+    def call(left: float) -> int:
+        attempts.append(left)
+        if len(attempts) < 3:
+            raise KafkaException(KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE, "coordinator moving"))
+        return 42
+
+    with caplog.at_level(logging.WARNING):
+        assert retry_within(call, what="flow=A->B reading the progress", limit_s=10) == 42
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and all("COORDINATOR_NOT_AVAILABLE" in w for w in warnings)
+    assert all(0 < left <= 10 for left in attempts)
+
+
+def test_retriable_errors_past_the_limit_fail_the_task_naming_the_last_error() -> None:
+    def call(_left: float) -> None:
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
+
+    started = time.monotonic()
+    with pytest.raises(WriteError) as raised:
+        retry_within(call, what="flow=A->B t[0]: init_transactions(tx)", limit_s=0.5, detail=lambda: "brokers 1")
+    assert time.monotonic() - started < 3
+    assert raised.value.retriable
+    assert "_TIMED_OUT" in str(raised.value) and "init_transactions(tx)" in str(raised.value)
+
+
+def test_an_error_kafka_does_not_call_retriable_is_raised_at_once() -> None:
+    calls: list[float] = []
+
+    def call(left: float) -> None:
+        calls.append(left)
+        raise KafkaException(KafkaError(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "no"))
+
+    with pytest.raises(KafkaException):
+        retry_within(call, what="x", limit_s=10)
+    assert len(calls) == 1

@@ -77,10 +77,25 @@ def test_retriable_errors_are_retried_with_a_warning_each_then_the_answer_is_ret
         return 42
 
     with caplog.at_level(logging.WARNING):
-        assert retry_within(call, what="flow=A->B reading the progress", limit_s=10) == 42
+        assert retry_within(call, what="flow=A->B reading the progress", limit_s=10, quiet_s=0) == 42
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2 and all("COORDINATOR_NOT_AVAILABLE" in w for w in warnings)
     assert all(0 < left <= 10 for left in attempts)
+
+
+def test_retries_soon_after_the_first_attempt_are_routine_not_warnings(caplog: pytest.LogCaptureFixture) -> None:
+    attempts: list[float] = []
+
+    def call(left: float) -> int:
+        attempts.append(left)
+        if len(attempts) < 2:
+            raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR, "coordinator moved"))
+        return 1
+
+    with caplog.at_level(logging.DEBUG):
+        assert retry_within(call, what="x", limit_s=10, quiet_s=5) == 1
+    levels = [r.levelno for r in caplog.records if "NOT_COORDINATOR" in r.getMessage()]
+    assert levels == [logging.DEBUG]
 
 
 def test_retriable_errors_past_the_limit_fail_the_task_naming_the_last_error() -> None:

@@ -45,6 +45,8 @@ WARN_EVERY_S = 15.0
 NUDGE_EVERY_S = 5.0
 #: Longest single attempt of a call that takes a timeout (librdkafka's own timeouts).
 ATTEMPT_S = 60.0
+#: Retries this soon after the first attempt are routine (a coordinator moving or loading): debug level.
+QUIET_S = 10.0
 
 
 def _retriable(exc: BaseException) -> bool:
@@ -140,13 +142,15 @@ def retry_within(
     limit_s: float,
     detail: Callable[[], str] | None = None,
     max_delay_s: float = 5.0,
+    quiet_s: float = QUIET_S,
 ) -> T:
     """``call(seconds left)`` again while Kafka says its error may pass, for at most ``limit_s``.
 
     For librdkafka calls that keep their own timeout (``init_transactions``, ``committed``,
     ``commit_transaction``): each attempt gets at most :data:`ATTEMPT_S` of the time left. Every
-    retry is a warning naming the error; past ``limit_s`` raises a retriable :class:`WriteError`.
-    An error Kafka does not call retriable is raised at once.
+    retry later than ``quiet_s`` after the first attempt is a warning naming the error (earlier
+    ones are routine: debug); past ``limit_s`` raises a retriable :class:`WriteError`. An error
+    Kafka does not call retriable is raised at once.
     """
     started = time.monotonic()
     deadline = started + limit_s
@@ -165,7 +169,8 @@ def retry_within(
                     f"{_detail(detail)}; the task fails and Spark writes its range again with new clients",
                     terminal=False,
                 ) from None
-            log.warning(
+            log.log(
+                logging.WARNING if waited >= quiet_s else logging.DEBUG,
                 "%s: %s after %.0fs; trying again (giving up at %.0fs)%s",
                 what,
                 _error_text(exc),

@@ -4,16 +4,20 @@
 done when the target acknowledged every record (or it was dead-lettered, or refused). A failure
 fails the task and Spark replays the batch: duplicates at most.
 
-:class:`Transactional` is exactly-once (KIP-656's idea, on Spark). A source partition is written
-by a producer whose ``transactional.id`` is stable per (flow, source topic, partition), so a
-retried, speculative or zombie attempt of the same range is fenced by ``init_transactions``.
-After that call the progress committed on the target for the partition (the progress group's
-offset on the remote topic: the next upstream offset still to mirror) becomes the partition's
-floor, and the sink skips what lies below it, so a replayed range is written once. Records,
-dead-lettered records, offset-map segments and the new progress (``send_offsets_to_transaction``)
-commit together. The target cluster, not Spark's checkpoint, is the source of truth for progress.
+:class:`Transactional` is exactly-once (KIP-656's idea, on Spark). Source partitions fall into
+transaction groups for good (:mod:`sparkmirror.core.transactions`, ``sparkmirror.exactly.once.
+transactions``; or one per partition), and each group is written by a producer whose
+``transactional.id`` is stable per (flow, group), so a retried, speculative or zombie attempt of the
+same ranges is fenced by ``init_transactions`` (the planner keeps a group in one task, and the
+driver's start fenced every id an earlier layout wrote with). After that call the progress committed
+on the target for each partition (the progress group's offset on the remote topic: the next upstream
+offset still to mirror) becomes the partition's floor, and the sink skips what lies below it, so a
+replayed range is written once. A group's records, dead-lettered records, offset-map segments and
+the new progress of each of its partitions (``send_offsets_to_transaction``) commit together, one
+transaction per group per task. The target cluster, not Spark's checkpoint, is the source of truth
+for progress.
 
-What it must never do: commit while a record of the partition is neither acknowledged nor
+What it must never do: commit while a record of the group is neither acknowledged nor
 dead-lettered, or commit progress past a record it did not write. Any doubt aborts and fails.
 """
 
@@ -42,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Partitions whose transactions one task finishes at the same time.
+#: Transaction groups whose transactions one task finishes at the same time.
 _MAX_COMMIT_THREADS = 8
 
 

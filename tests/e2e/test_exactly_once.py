@@ -227,7 +227,8 @@ def test_a_start_fences_the_ids_of_an_earlier_transaction_layout(bootstraps, tmp
         # What the version before transaction groups left: the remote topic, no layout on record (the
         # session's other A->B runs recorded theirs).
         create_topics(bootstraps["B"], {remote: PARTITIONS})
-        for future in admin(bootstraps["B"]).delete_consumer_groups([transactions_group("A", "B")]).values():
+        target = admin(bootstraps["B"])
+        for future in target.delete_consumer_groups([transactions_group("A", "B")], request_timeout=30).values():
             try:
                 future.result()
             except KafkaException as exc:

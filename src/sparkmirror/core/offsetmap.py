@@ -221,7 +221,18 @@ class Chain:
     rises is checked once, lazily (:meth:`check`), when the chain is first looked inside.
     """
 
-    __slots__ = ("topic", "partition", "key", "upstream_start", "downstream_start", "gap", "ends", "_checked")
+    __slots__ = (
+        "topic",
+        "partition",
+        "key",
+        "upstream_start",
+        "downstream_start",
+        "gap",
+        "ends",
+        "upstream_end",
+        "downstream_end",
+        "_checked",
+    )
 
     def __init__(
         self,
@@ -247,6 +258,10 @@ class Chain:
         self.downstream_start = downstream_start
         self.gap = gap
         self.ends = ends
+        #: One past the last upstream offset of the chain.
+        self.upstream_end: int = upstream_start + ends[-1]
+        #: One past the downstream copy of the chain's last record.
+        self.downstream_end: int = downstream_start + ends[-1] + (len(ends) - 1) * gap
         self._checked = False
 
     def __len__(self) -> int:
@@ -269,16 +284,6 @@ class Chain:
             f"Chain({self.topic}[{self.partition}] key={self.key} u[{self.upstream_start},{self.upstream_end})"
             f"->d[{self.downstream_start},{self.downstream_end}) batches={len(self.ends)} gap={self.gap})"
         )
-
-    @property
-    def upstream_end(self) -> int:
-        """One past the last upstream offset of the chain."""
-        return self.upstream_start + self.ends[-1]
-
-    @property
-    def downstream_end(self) -> int:
-        """One past the downstream copy of the chain's last record."""
-        return self.downstream_start + self.ends[-1] + (len(self.ends) - 1) * self.gap
 
     def check(self) -> None:
         """Raise :class:`OffsetMapError` naming the chain and the batch unless every batch holds a record."""
@@ -446,6 +451,9 @@ class PartitionMap:
         self._pinned: dict[int, int] = {}
         #: Those chains as the topic holds them (key -> chain): pruning trims or deletes them there.
         self._broken: dict[int, Chain] = {}
+        #: At least the highest upstream end of any chain held (never lowered): a segment starting
+        #: there or above cannot replace a chained batch, so adding it need not look at the chains.
+        self._chains_u_end = 0
         self._dirty = False
         #: The segment with the highest downstream start, kept apart from the views (which an
         #: extension of that segment makes dirty): the writer asks for it every micro-batch.
@@ -500,7 +508,13 @@ class PartitionMap:
         asks it of every partition, and sorting a long history each time grew with its length."""
         if self._last is None and (self._segments or self._chains):
             candidates = list(self._segments.values())
-            candidates += [Segment(c.topic, c.partition, *c.batch(len(c) - 1)) for c in self._chains.values()]
+            if self._chains:
+                # The last batch of each chain starts downstream where it ends minus its count.
+                c = max(
+                    self._chains.values(),
+                    key=lambda c: (c.downstream_end - c.ends[-1] + (c.ends[-2] if len(c.ends) > 1 else 0), -c.key),
+                )
+                candidates.append(Segment(c.topic, c.partition, *c.batch(len(c) - 1)))
             self._last = max(candidates, key=lambda s: (s.downstream_start, -s.upstream_start))
         return self._last
 
@@ -511,7 +525,7 @@ class PartitionMap:
         old = self._segments.get(segment.upstream_start)
         if old == segment:
             return None
-        if self._chains and (self._dirty or segment.upstream_start < self._max_u_end):
+        if self._chains and segment.upstream_start < self._chains_u_end:
             self._break_chain_at(segment)
             old = self._segments.get(segment.upstream_start)
         self._segments[segment.upstream_start] = segment
@@ -595,6 +609,7 @@ class PartitionMap:
             self._chained -= len(old)
         self._chains[chain.key] = chain
         self._chained += len(chain)
+        self._chains_u_end = max(self._chains_u_end, chain.upstream_end)
         self._last = None
         later = self._reconcile(chain)
         if later is not None:
@@ -717,12 +732,20 @@ class PartitionMap:
         written (at-least-once may extend it under its key), segments broken out of a chain
         (:meth:`add`), and runs whose new chain key is held by another chain. Segments equal to a
         chain's batch (a fold whose tombstones were not written) are only tombstoned."""
-        if len(self._segments) < 2 and not self._chains:
+        if len(self._segments) < 2:
             return []
         last = self.last_written()
-        elements: list[Segment | Chain] = sorted([*self._segments.values(), *self._chains.values()], key=_write_order)
+        # Only chains that reach the segments' downstream range, and the one just before it (the
+        # open chain a run continues), matter: the others end before every segment. A week holds
+        # ~600 chains a partition and the fold runs every 10 s.
+        first_d = min(s.downstream_start for s in self._segments.values())
+        near = [c for c in self._chains.values() if c.downstream_end >= first_d]
+        before = [c for c in self._chains.values() if c.downstream_end < first_d]
+        if before:
+            near.append(max(before, key=_write_order))
+        elements: list[Segment | Chain] = sorted([*self._segments.values(), *near], key=_write_order)
         folds: list[Fold] = []
-        covered = [s for s in self._segments.values() if self._covering_chain(s) is not None]
+        covered = [s for s in self._segments.values() if self._covering_chain(s, near) is not None]
         if covered:
             folds.append(Fold(None, tuple(sorted(covered, key=lambda s: s.upstream_start))))
             skip = {id(s) for s in covered}
@@ -777,21 +800,39 @@ class PartitionMap:
                 self.apply_fold(fold)
         return folds
 
-    def _covering_chain(self, segment: Segment) -> Chain | None:
-        for chain in self._chains.values():
+    @staticmethod
+    def _covering_chain(segment: Segment, chains: Iterable[Chain]) -> Chain | None:
+        for chain in chains:
             if chain.upstream_start <= segment.upstream_start < chain.upstream_end and chain.covers(segment):
                 return chain
         return None
 
-    def apply_fold(self, fold: Fold) -> None:
-        """Hold ``fold.chain`` and let go of the segments it replaces (those still held as they were)."""
-        for seg in fold.replaced:
-            if self._segments.get(seg.upstream_start) == seg and seg.upstream_start not in self._pinned:
-                del self._segments[seg.upstream_start]
-        if fold.chain is not None and self._chains.get(fold.chain.key) is not fold.chain:
-            self.add_chain(fold.chain)
-        self._dirty = True
+    def apply_fold(self, fold: Fold, *, chain_only: bool = False) -> None:
+        """Hold ``fold.chain`` and (unless ``chain_only``) let go of the segments it replaces (those
+        still held as they were).
+
+        The views are kept: a fold changes no translation (its chain says what its segments said),
+        so views built before it still answer exactly, and rebuilding every partition's views after
+        every fold cost seconds at a week's history. They are rebuilt once they hold twice the
+        elements the map does (the folded segments they still reference)."""
+        chain = fold.chain
+        if chain is not None and self._chains.get(chain.key) is not chain:
+            old = self._chains.get(chain.key)
+            if old is not None:
+                self._chained -= len(old)
+            self._chains[chain.key] = chain
+            self._chained += len(chain)
+            self._chains_u_end = max(self._chains_u_end, chain.upstream_end)
+            later = self._reconcile(chain)  # a replay added since the fold was planned
+            if later is not None:
+                self._break_chain_at(later)
+        if not chain_only:
+            for seg in fold.replaced:
+                if self._segments.get(seg.upstream_start) == seg and seg.upstream_start not in self._pinned:
+                    del self._segments[seg.upstream_start]
         self._last = None
+        if len(self._by_d) > 2 * (len(self._segments) + len(self._chains)) + 64:
+            self._dirty = True
 
     # -- views ---------------------------------------------------------------------------------
 
@@ -1116,11 +1157,7 @@ class OffsetMap:
         pmap = self._partitions.get((some.topic, some.partition))
         if pmap is None:
             pmap = self._partitions[(some.topic, some.partition)] = PartitionMap(some.topic, some.partition)
-        if chain_only:
-            if fold.chain is not None and pmap.chain(fold.chain.key) is not fold.chain:
-                pmap.add_chain(fold.chain)
-        else:
-            pmap.apply_fold(fold)
+        pmap.apply_fold(fold, chain_only=chain_only)
 
     def apply_record(self, key: bytes, value: bytes | None) -> None:
         """Apply one record of the offset-map topic, in topic order: a segment (key version 0),

@@ -206,7 +206,8 @@ class OffsetMapStore:
         replaced segments' tombstones. Returns how many segments were folded."""
         with self._write_lock:
             with self._lock:
-                folds = self.map.fold(max_batches)
+                # Applied step by step below, as the topic comes to say it.
+                folds = self.map.fold(max_batches, apply=False)
             if not folds:
                 return 0
             if self._producer is None:
@@ -221,6 +222,9 @@ class OffsetMapStore:
                 ((rec.key_bytes(), rec.value_bytes()) for rec in chains),
                 what=f"flow={self.flow.name}: offset map chains",
             )
+            with self._lock:
+                for fold in folds:
+                    self.map.apply_fold(fold, chain_only=True)
             replaced = [s for f in folds for s in f.replaced]
             produce_durably(
                 self._producer,
@@ -228,6 +232,9 @@ class OffsetMapStore:
                 ((OffsetSegment.encode_key(s.topic, s.partition, s.upstream_start), None) for s in replaced),
                 what=f"flow={self.flow.name}: tombstones of offset map segments folded into chains",
             )
+            with self._lock:
+                for fold in folds:
+                    self.map.apply_fold(fold)
         log.debug("flow=%s folded %d offset-map segments into %d chains", self.flow.name, len(replaced), len(chains))
         return len(replaced)
 

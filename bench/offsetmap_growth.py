@@ -258,6 +258,36 @@ def chains_on_broker(
     }
 
 
+def fold_cost(partitions: int, hours: float, batch: int, batch_s: float) -> dict:  # type: ignore[type-arg]
+    """In memory: what the driver's fold chore costs with ``hours`` of chains a partition (10 new
+    segments a partition, as a 10 s fold interval at a batch a second leaves), and the translations after it."""
+    import array
+
+    from sparkmirror.core.offsetmap import Chain
+
+    m = OffsetMap(loaded=True)
+    full = array.array("i", range(batch, batch * CHAIN_MAX_BATCHES + 1, batch))
+    chains = int(hours * 3600 / batch_s) // CHAIN_MAX_BATCHES
+    for p in range(partitions):
+        for k in range(chains):
+            m.add_chain(Chain("t", p, k * 1024 * batch, k * 1024 * batch, k * 1024 * (batch + 1), 1, full))
+    n0 = chains * CHAIN_MAX_BATCHES
+    out: dict[str, float] = {}
+    for rnd in (1, 2):
+        for i in range(n0, n0 + 10):
+            for p in range(partitions):
+                m.add(Segment("t", p, i * batch, i * (batch + 1), batch))
+        n0 += 10
+        t0 = time.perf_counter()
+        m.fold()
+        out[f"fold_{rnd}_s"] = round(time.perf_counter() - t0, 3)
+        t0 = time.perf_counter()
+        for p in range(partitions):
+            m.translate("t", p, 5)
+        out[f"translate_every_partition_after_fold_{rnd}_s"] = round(time.perf_counter() - t0, 3)
+    return {"partitions": partitions, "chains_per_partition": chains, **out}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=1000)
@@ -271,6 +301,7 @@ def main() -> int:
     ap.add_argument("--chains", action="store_true", help="write the map as folded chains (with --bootstrap)")
     ap.add_argument("--hours", type=float, default=24.0, help="hours of batches to write as chains")
     ap.add_argument("--open-segments", type=int, default=10, help="segments per partition not folded yet")
+    ap.add_argument("--fold-cost", action="store_true", help="time the driver's fold in memory (with --hours)")
     args = ap.parse_args()
     if args.bootstrap:
         import datetime as dt
@@ -299,6 +330,9 @@ def main() -> int:
             Path(args.out).write_text(json.dumps(figures, indent=2) + "\n")
         return 0
 
+    if args.fold_cost:
+        print(json.dumps(fold_cost(args.partitions, args.hours, args.batch, args.batch_seconds)))
+        return 0
     tracemalloc.start()
     m = OffsetMap(loaded=True)
     keys = [(f"topic-{p // 5:03d}", p % 5) for p in range(args.partitions)]

@@ -28,6 +28,17 @@ figures to ``--out``:
 
     .venv/bin/python bench/offsetmap_growth.py --bootstrap 127.0.0.1:28910 --partitions 1000 --segments 1000 \
         --out bench/results/<date>-offsetmap.json
+
+``--chains`` writes the map as the driver's fold leaves it instead: per partition,
+``--hours`` of one-a-``--batch-seconds`` batches as closed chains of
+``CHAIN_MAX_BATCHES`` batches, the open chain, and ``--open-segments`` segments
+not folded yet (what accumulates between two folds), all as ``OffsetChain`` and
+``OffsetSegment`` records; it is loaded by the same loader, checked by translating
+every partition's first, middle and last offsets, and the load rate per
+batch projects a week:
+
+    .venv/bin/python bench/offsetmap_growth.py --bootstrap 127.0.0.1:28910 --partitions 1000 --chains --hours 24 \
+        --out bench/results/<date>-offsetmap-chains-day.json
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ import json
 import time
 import tracemalloc
 
-from sparkmirror.core.offsetmap import OffsetMap, Segment
+from sparkmirror.core.offsetmap import CHAIN_MAX_BATCHES, OffsetMap, Segment
 
 
 def _best(fn, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
@@ -132,6 +143,151 @@ def on_broker(bootstrap: str, partitions: int, segments: int, batch: int, loads:
     }
 
 
+def chains_on_broker(
+    bootstrap: str, partitions: int, hours: float, batch: int, loads: int, batch_s: float, open_segments: int
+) -> dict:  # type: ignore[type-arg]
+    """A map of ``hours`` of exactly-once batches shaped as the fold leaves it; time the real loader."""
+    import array
+    import resource
+    import tempfile
+    import uuid
+    from pathlib import Path
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from sparkmirror.config import load_config
+    from sparkmirror.core.naming import offset_map_topic
+    from sparkmirror.core.offsetmap import Chain
+    from sparkmirror.offsets.store import read_offset_map
+
+    alias = f"om{uuid.uuid4().hex[:6]}"
+    with tempfile.TemporaryDirectory() as tmp:
+        props = Path(tmp) / "mm2.properties"
+        props.write_text(
+            f"clusters = {alias}, B\n{alias}.bootstrap.servers = {bootstrap}\nB.bootstrap.servers = {bootstrap}\n"
+            f"{alias}->B.enabled = true\nsparkmirror.checkpoint.location = {tmp}/cp\n"
+        )
+        flow = load_config(props).flows[0]
+    topic = offset_map_topic(flow.source)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
+                         "queue.buffering.max.kbytes": 512_000, "acks": "all"})  # fmt: skip
+    batches = int(hours * 3600 / batch_s)  # per partition, chained
+    now_ms = int(time.time() * 1000)
+    t0 = time.perf_counter()
+    nbytes = nrecords = 0
+    # One chain's ends (the same for every full chain: batches of ``batch`` records).
+    full = array.array("i", range(batch, batch * CHAIN_MAX_BATCHES + 1, batch))
+
+    def send(key: bytes, value: bytes) -> None:
+        nonlocal nbytes, nrecords
+        nbytes += len(key) + len(value)
+        nrecords += 1
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key)
+                return
+            except BufferError:
+                producer.poll(0.05)
+
+    # Chain by chain across the partitions, as time passes.
+    for k in range(0, batches, CHAIN_MAX_BATCHES):
+        n = min(CHAIN_MAX_BATCHES, batches - k)
+        ends = full if n == CHAIN_MAX_BATCHES else array.array("i", full[:n])
+        for p in range(partitions):
+            chain = Chain(f"topic-{p // 5:03d}", p % 5, k * batch, k * batch, k * (batch + 1), 1, ends)
+            rec = chain.to_record(now_ms)
+            send(rec.key_bytes(), rec.value_bytes())
+        producer.poll(0)
+    for i in range(batches, batches + open_segments):
+        for p in range(partitions):
+            rec = Segment(f"topic-{p // 5:03d}", p % 5, i * batch, i * (batch + 1), batch).to_record(now_ms)
+            send(rec.key_bytes(), rec.value_bytes())
+    producer.flush(600)
+    write_s = time.perf_counter() - t0
+    total = partitions * (batches + open_segments)
+    times, cpu = [], []
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(loads):
+        t0, c0 = time.perf_counter(), time.process_time()
+        loaded = read_offset_map({"bootstrap.servers": bootstrap}, flow)
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        assert len(loaded) == total, (len(loaded), total)
+        t0 = time.perf_counter()
+        end_u = (batches + open_segments) * batch
+        for p in range(partitions):
+            tp = (f"topic-{p // 5:03d}", p % 5)
+            for g in (0, end_u // 2 + 7, end_u - 1):
+                d = loaded.translate(*tp, g).downstream_offset
+                assert d == (g // batch) * (batch + 1) + g % batch, (tp, g, d)
+        first_translations_s = time.perf_counter() - t0
+        del loaded
+    rss_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    admin.delete_topics([topic])
+    best = min(times)
+    per_day = partitions * 86_400 / batch_s
+    return {
+        "mode": "broker-chains",
+        "partitions": partitions,
+        "hours": hours,
+        "chain_max_batches": CHAIN_MAX_BATCHES,
+        "batches": total,
+        "open_segments_per_partition": open_segments,
+        "records": nrecords,
+        "record_bytes": nbytes,
+        "bytes_per_batch": round(nbytes / total, 2),
+        "write_s": round(write_s, 2),
+        "load_s": [round(t, 2) for t in times],
+        "load_cpu_s": [round(t, 2) for t in cpu],
+        "load_batches_per_s": round(total / best),
+        "first_translations_3_per_partition_s": round(first_translations_s, 2),
+        "rss_peak_mb": round(rss_peak_mb),
+        "rss_before_loads_mb": round(rss_before / 1024),
+        "projection": {
+            "batch_seconds": batch_s,
+            "batches_per_day": round(per_day),
+            "day_record_mb": round(per_day * nbytes / total / 1e6, 1),
+            "day_load_s": round(per_day / (total / best), 1),
+            "week_record_mb": round(per_day * 7 * nbytes / total / 1e6, 1),
+            "week_load_s": round(per_day * 7 / (total / best), 1),
+            "day_load_cpu_s": round(per_day * min(cpu) / total, 1),
+        },
+    }
+
+
+def fold_cost(partitions: int, hours: float, batch: int, batch_s: float) -> dict:  # type: ignore[type-arg]
+    """In memory: what the driver's fold chore costs with ``hours`` of chains a partition (10 new
+    segments a partition, as a 10 s fold interval at a batch a second leaves), and the translations after it."""
+    import array
+
+    from sparkmirror.core.offsetmap import Chain
+
+    m = OffsetMap(loaded=True)
+    full = array.array("i", range(batch, batch * CHAIN_MAX_BATCHES + 1, batch))
+    chains = int(hours * 3600 / batch_s) // CHAIN_MAX_BATCHES
+    for p in range(partitions):
+        for k in range(chains):
+            m.add_chain(Chain("t", p, k * 1024 * batch, k * 1024 * batch, k * 1024 * (batch + 1), 1, full))
+    n0 = chains * CHAIN_MAX_BATCHES
+    out: dict[str, float] = {}
+    for rnd in (1, 2):
+        for i in range(n0, n0 + 10):
+            for p in range(partitions):
+                m.add(Segment("t", p, i * batch, i * (batch + 1), batch))
+        n0 += 10
+        t0 = time.perf_counter()
+        m.fold()
+        out[f"fold_{rnd}_s"] = round(time.perf_counter() - t0, 3)
+        t0 = time.perf_counter()
+        for p in range(partitions):
+            m.translate("t", p, 5)
+        out[f"translate_every_partition_after_fold_{rnd}_s"] = round(time.perf_counter() - t0, 3)
+    return {"partitions": partitions, "chains_per_partition": chains, **out}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=1000)
@@ -142,13 +298,25 @@ def main() -> int:
     ap.add_argument("--batch-seconds", type=float, default=1.0, help="micro-batch period for the projection")
     ap.add_argument("--out", help="write the broker figures here as JSON")
     ap.add_argument("--label", default="", help="what code was measured (kept in the JSON)")
+    ap.add_argument("--chains", action="store_true", help="write the map as folded chains (with --bootstrap)")
+    ap.add_argument("--hours", type=float, default=24.0, help="hours of batches to write as chains")
+    ap.add_argument("--open-segments", type=int, default=10, help="segments per partition not folded yet")
+    ap.add_argument("--fold-cost", action="store_true", help="time the driver's fold in memory (with --hours)")
     args = ap.parse_args()
     if args.bootstrap:
         import datetime as dt
         import sys
         from pathlib import Path
 
-        figures = on_broker(args.bootstrap, args.partitions, args.segments, args.batch, args.loads, args.batch_seconds)
+        if args.chains:
+            figures = chains_on_broker(
+                args.bootstrap, args.partitions, args.hours, args.batch, args.loads, args.batch_seconds,
+                args.open_segments,
+            )  # fmt: skip
+        else:
+            figures = on_broker(
+                args.bootstrap, args.partitions, args.segments, args.batch, args.loads, args.batch_seconds
+            )
         figures = {
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "command": "bench/offsetmap_growth.py " + " ".join(sys.argv[1:]),
@@ -162,6 +330,9 @@ def main() -> int:
             Path(args.out).write_text(json.dumps(figures, indent=2) + "\n")
         return 0
 
+    if args.fold_cost:
+        print(json.dumps(fold_cost(args.partitions, args.hours, args.batch, args.batch_seconds)))
+        return 0
     tracemalloc.start()
     m = OffsetMap(loaded=True)
     keys = [(f"topic-{p // 5:03d}", p % 5) for p in range(args.partitions)]

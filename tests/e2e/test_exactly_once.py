@@ -18,9 +18,10 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 
-from kafka_helpers import create_topics, read_partition, run_cli, sparkmirror_cmd, unique, write_config
+from kafka_helpers import admin, create_topics, read_partition, run_cli, sparkmirror_cmd, unique, write_config
 
 RECORDS = 200_000
 PARTITIONS = 6
@@ -170,4 +171,82 @@ def test_task_failure_mid_transaction_and_deleted_checkpoint_leave_no_duplicate(
     shutil.rmtree(checkpoints)
     result = run_cli("run", str(cfg), "--once")
     assert result.returncode == 0, result.stderr[-3000:]
+    _assert_exactly_once(bootstraps, topic, committed)
+
+
+def _zombie(bootstrap: str, transactional_id: str, topic: str, partition: int, progress: int) -> Producer:
+    """A writer of an earlier run that is still alive: its transaction holds a record and a progress far
+    ahead on the target, open (a commit would put the record on B and make the mirror skip records)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from sparkmirror.core.naming import progress_group
+
+    zombie = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "transaction.timeout.ms": 900_000}
+    )
+    zombie.init_transactions(60)
+    zombie.begin_transaction()
+    zombie.produce(topic, value=b"zombie", partition=partition)
+    assert zombie.flush(60) == 0
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": progress_group("A", "B")})
+    try:
+        md = group.consumer_group_metadata()
+        zombie.send_offsets_to_transaction([TopicPartition(topic, partition, progress)], md, 60)
+    finally:
+        group.close()
+    return zombie
+
+
+@pytest.mark.parametrize("change", ["upgrade-from-per-partition-ids", "fewer-groups"])
+def test_a_start_fences_the_ids_of_an_earlier_transaction_layout(bootstraps, tmp_path: Path, change: str) -> None:
+    """The transactional id that writes a partition changes with the layout (``sparkmirror.exactly.once.
+    transactions``); a start must still fence the id that wrote it before, or that writer's open
+    transaction blocks the progress read and could commit after the mirror read its floor. Before:
+    the per-partition ids of an earlier version (nothing recorded on the target), or 4 groups; after:
+    the default groups, or 3. The zombie's commit must be refused and B hold each record once."""
+    from confluent_kafka import KafkaException
+
+    from sparkmirror.core.naming import transactional_id, transactions_group
+    from sparkmirror.core.transactions import group_transactional_id, transaction_group
+
+    topic = unique("eos-layout")
+    remote = f"A.{topic}"
+    create_topics(bootstraps["A"], {topic: PARTITIONS})
+    committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    errors: list[object] = []
+    _produce(bootstraps["A"], topic, 3_000, rate=1e9, seed=16, committed=committed, errors=errors)
+
+    def config(transactions: int | None) -> Path:
+        extra = f"A->B.topics = {topic}\n{EOS}"
+        if transactions is not None:
+            extra += f"sparkmirror.exactly.once.transactions = {transactions}\n"
+        return write_config(tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"],
+                            checkpoints=tmp_path / "checkpoints", extra=extra)  # fmt: skip
+
+    if change == "upgrade-from-per-partition-ids":
+        # What the version before transaction groups left: the remote topic, no layout on record (the
+        # session's other A->B runs recorded theirs).
+        create_topics(bootstraps["B"], {remote: PARTITIONS})
+        target = admin(bootstraps["B"])
+        for future in target.delete_consumer_groups([transactions_group("A", "B")], request_timeout=30).values():
+            try:
+                future.result()
+            except KafkaException as exc:
+                assert "GROUP_ID_NOT_FOUND" in str(exc), exc
+        old_id, after = transactional_id("A", "B", topic, 2), None
+    else:
+        result = run_cli("run", str(config(4)), "--once", timeout_s=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        old_id, after = group_transactional_id("A", "B", transaction_group(topic, 2, 4), 4), 3
+    zombie = _zombie(bootstraps["B"], old_id, remote, 2, 10**9)
+
+    _produce(bootstraps["A"], topic, 2_000, rate=1e9, seed=17, committed=committed, errors=errors, first=3_000)
+    assert not errors
+    started = time.monotonic()
+    # Unfenced, the zombie's pending offsets would hold the progress read until its 15-minute timeout.
+    result = run_cli("run", str(config(after)), "--once", timeout_s=420)
+    assert result.returncode == 0, result.stderr[-3000:]
+    print(f"{change}: run --once took {time.monotonic() - started:.0f} s")
+    with pytest.raises(KafkaException, match="FENCED|fenced|INVALID_PRODUCER_EPOCH|PRODUCER_FENCED"):
+        zombie.commit_transaction(30)
     _assert_exactly_once(bootstraps, topic, committed)

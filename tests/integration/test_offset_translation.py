@@ -20,8 +20,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka_helpers import admin, commit_group, committed_log, create_topics, unique, wait_for, write_config
 from mm2_client import translate_offsets_with_mm2
 from sparkmirror.config import load_config
-from sparkmirror.core.formats import Checkpoint, OffsetSync
+from sparkmirror.core.formats import Checkpoint, OffsetSync, decode_offset_map_key
+from sparkmirror.core.naming import offset_map_topic
+from sparkmirror.core.offsetmap import Method
 from sparkmirror.kafka.internal import read_to_end
+from sparkmirror.offsets.store import read_offset_map
 from sparkmirror.pipeline.driver.mirror import Mirror
 
 
@@ -186,3 +189,56 @@ def test_compacted_topic(bootstraps, spark, tmp_path: Path, checkpoints) -> None
 @pytest.fixture(autouse=True)
 def _fresh_rng() -> None:
     random.seed(0)
+
+
+def test_exactly_once_map_is_folded_into_chains_that_translate_exactly(
+    bootstraps, spark, tmp_path: Path, checkpoints
+) -> None:
+    """Exactly-once writes a segment per partition per batch (the commit marker sits between
+    them); the run folds them into chains. Loaded back from B, the chains translate every offset,
+    both ways, to the truth read from both clusters' logs."""
+    topic = unique("tr-chains")
+    create_topics(bootstraps["A"], {topic: 2})
+    _produce_plain(bootstraps["A"], topic, 2, 4_000)
+    group = unique("g")
+    positions = {0: 777, 1: 1_501}
+    _commit(bootstraps["A"], group, topic, positions)
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
+        extra=f"A->B.topics = {topic}\nsparkmirror.exactly.once = true\nsparkmirror.batch.max.records = 400\n",
+    )
+    flow = load_config(cfg).flows[0]
+    Mirror(load_config(cfg), once=True).run()
+    latest: dict[bytes, bytes | None] = {}
+    for key, value in read_to_end({"bootstrap.servers": bootstraps["B"]}, offset_map_topic("A")):
+        assert key is not None
+        latest[key] = value
+    mine = [decode_offset_map_key(k) for k, v in latest.items() if v is not None]
+    mine = [m for m in mine if m[1] == topic]
+    chained = {(p, start) for version, _t, p, start in mine if version == 1}
+    assert {p for p, _s in chained} == {0, 1}, f"no chains on B for both partitions: {sorted(mine)}"
+    omap = read_offset_map({"bootstrap.servers": bootstraps["B"]}, flow)
+    for p in (0, 1):
+        pm = omap.partition(topic, p)
+        assert pm is not None and pm.chains() and all(c.gap == 1 for c in pm.chains())
+        assert len(pm) >= 5, "one batch of 400 records or fewer a partition: several segments each"
+        src = committed_log(bootstraps["A"], topic, p)
+        tgt = committed_log(bootstraps["B"], f"A.{topic}", p)
+        copy = {v: off for off, v in tgt}
+        record_at = {off: v for off, v in tgt}
+        for u, value in src:
+            t = omap.translate(topic, p, u)
+            assert (t.downstream_offset, t.method) == (copy[value], Method.EXACT), (p, u, t)
+        src_offset = {v: off for off, v in src}
+        for d in range(tgt[0][0], tgt[-1][0] + 1):
+            r = omap.reverse_translate(topic, p, d)
+            if d in record_at:
+                assert (r.upstream_offset, r.method) == (src_offset[record_at[d]], Method.EXACT), (p, d, r)
+            else:  # a commit marker: every record below it was read
+                assert (
+                    r.method is Method.GAP and r.upstream_offset == max(src_offset[v] for off, v in tgt if off < d) + 1
+                ), (p, d, r)
+    _check_exact(bootstraps, tmp_path, topic, group, positions)

@@ -188,6 +188,13 @@ class SparkSettings(_Frozen):
     """Global: a flow's terminal error (a refused record, lost source records with ``source.loss = fail``,
     a re-created topic) stops every flow of the run; by default it stops that flow only and the run
     ends with that flow's error once the others are done."""
+    exactly_once_transactions: int = Field(default=-1, ge=-1, le=10_000, alias="sparkmirror.exactly.once.transactions")
+    """Exactly-once: how many transactional ids (transaction groups) a flow writes with; each source
+    partition belongs to one group for good (a function of topic and partition) and each group commits
+    one transaction per batch with all its partitions' records, offset-map segments and progress.
+    -1 (default): twice Spark's default parallelism (the cores) at the flow's start; 0: one id and one
+    transaction per source partition (the only layout before; the ``spark`` reader always uses it). A change
+    is safe: each start fences the ids of every layout that may still hold a transaction."""
     transaction_timeout_ms: int = Field(default=300_000, ge=1000, alias="sparkmirror.transaction.timeout.ms")
     """``transaction.timeout.ms`` of the exactly-once writer's producers; a task's transaction must
     commit within it (the broker's ``transaction.max.timeout.ms`` caps it, 15 minutes by default)."""

@@ -14,8 +14,9 @@ from sparkmirror.core.filters import (
     TopicFilter,
     compile_pattern_list,
 )
-from sparkmirror.core.formats import Checkpoint, Heartbeat, OffsetSegment, OffsetSync
+from sparkmirror.core.formats import Checkpoint, Heartbeat, OffsetChain, OffsetSegment, OffsetSync
 from sparkmirror.core.offsetmap import (
+    Chain,
     Method,
     OffsetMap,
     PartitionMap,
@@ -55,6 +56,8 @@ __all__ = [
     "IdentityReplicationPolicy",
     "Method",
     "NotLoadedError",
+    "Chain",
+    "OffsetChain",
     "OffsetMap",
     "OffsetMapError",
     "OffsetSegment",

@@ -1,5 +1,5 @@
 """Binary layouts of the internal records: MM2's checkpoints, heartbeats and offset syncs,
-and sparkmirror's own offset-map segments.
+and sparkmirror's own offset-map segments and chains.
 
 MM2's three layouts are byte-for-byte those of Kafka's connect/mirror, so that MM2 tools,
 ``MirrorClient`` and ``RemoteClusterUtils.translateOffsets`` read what sparkmirror writes and
@@ -19,6 +19,11 @@ OffsetSync     topic STRING, partition INT32                       upstreamOffse
 OffsetSegment  version INT16 (0), topic STRING, partition INT32,   version INT16 (0), upstream_start INT64,
 (sparkmirror)  upstream_start INT64                                downstream_start INT64, count INT64,
                                                                    written_at_ms INT64
+OffsetChain    version INT16 (1), topic STRING, partition INT32,   version INT16 (0), upstream_start INT64,
+(sparkmirror)  chain_start INT64                                   downstream_start INT64, gap INT64,
+                                                                   written_at_ms INT64, width INT16 (4 or 8),
+                                                                   batches INT32, then ``batches`` ends of
+                                                                   ``width`` bytes each, LITTLE endian
 =============  ==================================================  ===========================================
 
 **OffsetSegment** is sparkmirror's record of the exact offset map (see
@@ -30,6 +35,18 @@ earlier segment, and a tombstone for that key removes a pruned one. The key carr
 version (first, so a future key layout can be told apart before anything else is parsed).
 ``written_at_ms`` is the writer's wall clock, for operators and for age-based reports.
 
+**OffsetChain** folds consecutive segments of one partition that each start upstream where the
+one before ended and downstream ``gap`` past its end (exactly-once: every transaction's commit
+marker takes one downstream offset, so ``gap`` is 1). Batch i of the chain covers upstream
+``[upstream_start + end[i-1], upstream_start + end[i])`` (``end[-1]`` = 0) at downstream
+``downstream_start + end[i-1] + i * gap`` on. The ends are cumulative, so a loaded chain is
+bisected as it lies, without a pass over its batches, and they are little endian, so that
+``array.frombytes`` reads them at memory speed on the hosts sparkmirror runs on (a big-endian
+host swaps them). The key's version 1 tells a chain from a segment (key version 0) before
+anything else is read; ``chain_start`` is the upstream start the chain had when it was first
+written, and stays its key when pruning drops its first batches (then ``upstream_start`` in the
+value is higher): a chain is rewritten in place, never moved to another key.
+
 Decoding is strict: truncated input, trailing bytes, an unknown version and fields that
 contradict each other raise :class:`FormatError` naming the record type, the part (key or
 value) and the field. This module must never import pyspark or a Kafka client.
@@ -38,6 +55,8 @@ value) and the field. This module must never import pyspark or a Kafka client.
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -51,8 +70,10 @@ __all__ = [
     "Checkpoint",
     "Field",
     "Heartbeat",
+    "OffsetChain",
     "OffsetSegment",
     "OffsetSync",
+    "decode_offset_map_key",
     "Schema",
 ]
 
@@ -70,6 +91,13 @@ _MAX_STRING_BYTES = 0x7FFF
 #: field-by-field reader made that load take minutes at 1,000 partitions.
 _SEGMENT_KEY_TAIL_V0 = struct.Struct(">iq")
 _SEGMENT_VALUE_V0 = struct.Struct(">hqqqq")
+#: OffsetChain value version 0: everything before the packed ends.
+_CHAIN_HEADER_V0 = struct.Struct(">hqqqqhi")
+_CHAIN_TYPECODES = {4: "i", 8: "q"}
+_INT64_MAX = 2**63 - 1
+#: The offset-map key versions: what kind of record a key names.
+SEGMENT_KEY_VERSION = 0
+CHAIN_KEY_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -370,3 +398,144 @@ class OffsetSegment:
         if _i(count) < 1:
             raise FormatError(f"OffsetSegment {topic}[{partition}] upstream_start={key_start}: count={count} < 1")
         return cls(topic, partition, key_start, _i(downstream_start), _i(count), _i(written_at_ms))
+
+
+def decode_offset_map_key(key: bytes | None) -> tuple[int, str, int, int]:
+    """``(key version, topic, partition, upstream start)`` of any offset-map record's key
+    (tombstones included): version 0 names a segment, version 1 a chain."""
+    raw = _bytes(key, "offset map key")
+    if len(raw) >= 2 and raw[0] == 0 and raw[1] == CHAIN_KEY_VERSION:
+        return (CHAIN_KEY_VERSION, *OffsetChain.decode_key(raw))
+    if len(raw) >= 2 and raw[0] == 0 and raw[1] == SEGMENT_KEY_VERSION:
+        return (SEGMENT_KEY_VERSION, *OffsetSegment.decode_key(raw))
+    (version,), _ = _VERSION_HEADER.read(raw, what="offset map key")
+    raise FormatError(
+        f"offset map key: unknown version {version} (this build reads versions "
+        f"{SEGMENT_KEY_VERSION} (segment) and {CHAIN_KEY_VERSION} (chain))"
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class OffsetChain:
+    """sparkmirror's offset-map record of a chain of segments (layout in the module doc).
+
+    ``ends`` holds the cumulative upstream end of each batch, relative to ``upstream_start``
+    (an ``array('i')`` or ``array('q')``). Decoding checks the header and the size; that the ends
+    rise is checked where a chain is used (:meth:`sparkmirror.core.offsetmap.Chain.check`): a
+    pass over every batch of a day's map at load costs seconds.
+    """
+
+    KEY_VERSION: ClassVar[int] = CHAIN_KEY_VERSION
+    VERSION: ClassVar[int] = 0
+    KEY_SCHEMA_V1: ClassVar[Schema] = _schema(("topic", STRING), ("partition", INT32), ("chain_start", INT64))
+
+    topic: str
+    partition: int
+    chain_start: int
+    upstream_start: int
+    downstream_start: int
+    gap: int
+    ends: array
+    written_at_ms: int
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, OffsetChain):
+            return NotImplemented
+        return (
+            self.topic,
+            self.partition,
+            self.chain_start,
+            self.upstream_start,
+            self.downstream_start,
+            self.gap,
+            self.written_at_ms,
+        ) == (
+            other.topic,
+            other.partition,
+            other.chain_start,
+            other.upstream_start,
+            other.downstream_start,
+            other.gap,
+            other.written_at_ms,
+        ) and list(self.ends) == list(other.ends)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @classmethod
+    def encode_key(cls, topic: str, partition: int, chain_start: int) -> bytes:
+        """The key of the chain of ``topic[partition]`` first written at ``chain_start``
+        (also the key of the tombstone that deletes it)."""
+        return _VERSION_HEADER.write((cls.KEY_VERSION,), what="OffsetChain key") + cls.KEY_SCHEMA_V1.write(
+            (topic, partition, chain_start), what="OffsetChain key"
+        )
+
+    @classmethod
+    def decode_key(cls, key: bytes | None) -> tuple[str, int, int]:
+        """``(topic, partition, chain_start)`` from a chain key."""
+        _, (topic, partition, chain_start) = _read_versioned(
+            _bytes(key, "OffsetChain key"), {cls.KEY_VERSION: cls.KEY_SCHEMA_V1}, what="OffsetChain key"
+        )
+        return _s(topic), _i(partition), _i(chain_start)
+
+    def key_bytes(self) -> bytes:
+        """The record key: key version 1, topic, partition, chain start."""
+        return self.encode_key(self.topic, self.partition, self.chain_start)
+
+    def value_bytes(self) -> bytes:
+        """The record value: version 0, the header, then the ends packed little endian."""
+        what = f"OffsetChain {self.topic}[{self.partition}] chain_start={self.chain_start}"
+        n = len(self.ends)
+        if n < 1:
+            raise FormatError(f"{what}: a chain holds at least one batch")
+        if self.gap < 0 or self.upstream_start < self.chain_start:
+            raise FormatError(f"{what}: gap={self.gap} < 0 or upstream_start={self.upstream_start} below its key")
+        width = 4 if self.ends.itemsize == 4 or max(self.ends) < 2**31 else 8
+        packed = self.ends if self.ends.itemsize == width else array(_CHAIN_TYPECODES[width], self.ends)
+        if sys.byteorder == "big":
+            packed = array(packed.typecode, packed)
+            packed.byteswap()
+        try:
+            header = _CHAIN_HEADER_V0.pack(
+                self.VERSION, self.upstream_start, self.downstream_start, self.gap, self.written_at_ms, width, n
+            )
+        except struct.error:
+            raise FormatError(f"{what}: a field does not fit in its type") from None
+        return header + packed.tobytes()
+
+    @classmethod
+    def decode(cls, key: bytes | None, value: bytes | None) -> OffsetChain:
+        """Read a chain record back; raises :class:`FormatError` naming the chain on bad bytes."""
+        topic, partition, chain_start = cls.decode_key(key)
+        what = f"OffsetChain {topic}[{partition}] chain_start={chain_start}"
+        raw = _bytes(value, f"{what} value")
+        if len(raw) < _CHAIN_HEADER_V0.size:
+            if len(raw) >= 2 and int.from_bytes(raw[:2], "big", signed=True) != cls.VERSION:
+                version = int.from_bytes(raw[:2], "big", signed=True)
+                raise FormatError(f"{what} value: unknown version {version} (this build reads version {cls.VERSION})")
+            raise FormatError(f"{what} value: truncated: {len(raw)} bytes, the header alone is {_CHAIN_HEADER_V0.size}")
+        version, upstream_start, downstream_start, gap, written_at_ms, width, n = _CHAIN_HEADER_V0.unpack_from(raw)
+        if version != cls.VERSION:
+            raise FormatError(f"{what} value: unknown version {version} (this build reads version {cls.VERSION})")
+        typecode = _CHAIN_TYPECODES.get(width)
+        if typecode is None:
+            raise FormatError(f"{what} value: width {width} is neither 4 nor 8 bytes")
+        if n < 1:
+            raise FormatError(f"{what} value: {n} batches; a chain holds at least one")
+        if len(raw) != _CHAIN_HEADER_V0.size + n * width:
+            raise FormatError(
+                f"{what} value: {len(raw)} bytes where a header and {n} ends of {width} bytes take "
+                f"{_CHAIN_HEADER_V0.size + n * width}"
+            )
+        ends = array(typecode)
+        ends.frombytes(memoryview(raw)[_CHAIN_HEADER_V0.size :])
+        if sys.byteorder == "big":
+            ends.byteswap()
+        if gap < 0 or upstream_start < chain_start or downstream_start < 0 or ends[0] < 1:
+            raise FormatError(
+                f"{what} value: gap={gap}, upstream_start={upstream_start}, downstream_start={downstream_start}, "
+                f"first end={ends[0]}: a gap >= 0, an upstream start at or above the key's and a first batch "
+                "of at least one record are required"
+            )
+        if upstream_start + ends[-1] > _INT64_MAX or downstream_start + ends[-1] + (n - 1) * gap > _INT64_MAX:
+            raise FormatError(f"{what} value: its last batch ends past the largest offset")
+        return cls(topic, partition, chain_start, upstream_start, downstream_start, gap, ends, written_at_ms)

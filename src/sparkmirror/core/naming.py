@@ -45,6 +45,15 @@ def topic_ids_group(source_alias: str, target_alias: str) -> str:
     return f"__sparkmirror.topic-ids.{source_alias}-{target_alias}"
 
 
+def transactions_group(source_alias: str, target_alias: str) -> str:
+    """The target group whose commit metadata records the exactly-once layouts that may hold open
+    transactions (:mod:`sparkmirror.core.transactions`).
+
+    ``__``-prefixed: never checkpointed, synced or failed over.
+    """
+    return f"__sparkmirror.transactions.{source_alias}-{target_alias}"
+
+
 def reader_group(flow_name: str) -> str:
     """The ``group.id`` of the direct reader's source consumers: never joined, never committed to."""
     return f"__sparkmirror.reader.{flow_name}"

@@ -7,14 +7,15 @@ small at-least-once batch, :func:`task_count`), each task reading several
 partitions with one consumer. This module decides how many tasks there are and
 which task gets which partition; it imports neither pyspark nor a Kafka client.
 
-Rule: every range goes to exactly one task (exactly-once relies on it: two
-tasks with the same partition would fence each other's transactions).
+Rule: every range goes to exactly one task, and exactly-once keeps the partitions of one
+transaction group in one task (two tasks with the same partition, or the same group's
+transactional id, would fence each other's transactions).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -52,37 +53,51 @@ def task_count(records: int, cores: int, *, exactly_once: bool, min_records: int
     return max(1, min(cores, records // max(1, min_records)))
 
 
-def share_out(ranges: Iterable[SourceRange], tasks: int) -> list[list[SourceRange]]:
+def share_out(
+    ranges: Iterable[SourceRange], tasks: int, key: Callable[[str, int], object] | None = None
+) -> list[list[SourceRange]]:
     """Split non-empty ranges into at most ``tasks`` groups of about equal record counts.
 
-    Largest range first, each to the group with the fewest records so far
-    (ties: the lower group index), so the result is deterministic. Empty ranges
-    are dropped; no group is empty.
+    Ranges whose partitions have the same ``key`` (exactly-once: the partition's transaction group,
+    :func:`sparkmirror.core.transactions.group_key`) always go to the same group; without a key each
+    range stands alone. Largest unit first, each to the group with the fewest records so far (ties:
+    the lower group index), so the result is deterministic. Empty ranges are dropped; no group is
+    empty.
     """
     if tasks < 1:
         raise ValueError(f"tasks must be at least 1, got {tasks}")
-    work = sorted((r for r in ranges if r.size > 0), key=lambda r: (-r.size, r.topic, r.partition))
+    units: dict[object, list[SourceRange]] = {}
+    for r in ranges:
+        if r.size > 0:
+            units.setdefault((r.topic, r.partition) if key is None else key(r.topic, r.partition), []).append(r)
+    work = sorted(units.values(), key=lambda u: (-sum(r.size for r in u), min((r.topic, r.partition) for r in u)))
     n = min(tasks, len(work))
     groups: list[list[SourceRange]] = [[] for _ in range(n)]
     heap = [(0, i) for i in range(n)]
-    for r in work:
+    for unit in work:
         load, i = heapq.heappop(heap)
-        groups[i].append(r)
-        heapq.heappush(heap, (load + r.size, i))
+        groups[i].extend(unit)
+        heapq.heappush(heap, (load + sum(r.size for r in unit), i))
     for g in groups:
         g.sort(key=lambda r: (r.topic, r.partition))
     return groups
 
 
-def check_disjoint(groups: Sequence[Sequence[SourceRange]]) -> None:
-    """Raise if a source partition appears in more than one range (a planning bug, never expected)."""
+def check_disjoint(groups: Sequence[Sequence[SourceRange]], key: Callable[[str, int], object] | None = None) -> None:
+    """Raise if a source partition (or, with ``key``, a transaction group) appears in more than one
+    task's ranges (a planning bug, never expected)."""
     seen: set[tuple[str, int]] = set()
-    for g in groups:
+    owner: dict[object, int] = {}
+    for i, g in enumerate(groups):
         for r in g:
-            key = (r.topic, r.partition)
-            if key in seen:
+            tp = (r.topic, r.partition)
+            if tp in seen:
                 raise ValueError(f"{r.topic}[{r.partition}] planned twice in one micro-batch")
-            seen.add(key)
+            seen.add(tp)
+            if key is not None:
+                k = key(r.topic, r.partition)
+                if owner.setdefault(k, i) != i:
+                    raise ValueError(f"{r.topic}[{r.partition}]: transaction group {k!r} planned in two tasks")
 
 
 def rounds(ranges: Iterable[SourceRange], max_records: int) -> list[list[SourceRange]]:

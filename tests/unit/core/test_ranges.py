@@ -99,3 +99,33 @@ def test_more_partitions_than_the_limit_get_one_record_each_per_round() -> None:
     assert rounds(ranges, 3) == [[SourceRange("t", p, i, i + 1) for p in range(5)] for i in range(2)]
     with pytest.raises(ValueError):
         rounds(ranges, 0)
+
+
+def test_a_transaction_group_goes_to_one_task() -> None:
+    """Exactly-once: the partitions of one group share a transactional id, so one task writes them all."""
+    from sparkmirror.core.transactions import group_key
+
+    key = group_key(4)
+    assert key is not None
+    ranges = [r(p, 10 + 37 * p % 101, topic) for topic in ("a", "b", "c") for p in range(10)]
+    groups = share_out(ranges, 3, key)
+    check_disjoint(groups, key)
+    owner: dict[object, int] = {}
+    for i, g in enumerate(groups):
+        for x in g:
+            assert owner.setdefault(key(x.topic, x.partition), i) == i
+    assert sorted(x for g in groups for x in g) == sorted(ranges)
+    assert len(groups) == 3 and all(groups)
+
+
+def test_groups_fewer_than_tasks_give_one_task_per_group() -> None:
+    key = lambda topic, partition: partition % 2  # noqa: E731
+    groups = share_out([r(p, 5) for p in range(6)], 8, key)
+    assert [[x.partition for x in g] for g in groups] == [[0, 2, 4], [1, 3, 5]]
+
+
+def test_a_group_split_over_two_tasks_is_refused() -> None:
+    key = lambda topic, partition: partition // 2  # noqa: E731
+    with pytest.raises(ValueError, match=r"t\[1\]: transaction group 0 planned in two tasks"):
+        check_disjoint([[r(0, 5)], [r(1, 5)]], key)
+    check_disjoint([[r(0, 5), r(1, 5)], [r(2, 5)]], key)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.offsetmap import Segment
 from sparkmirror.core.ranges import SourceRange, check_disjoint, rounds, share_out, task_count
+from sparkmirror.core.transactions import PER_PARTITION, group_key
 from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import committed_offsets
@@ -119,6 +120,7 @@ class BatchHandler:
         progress: FlowProgress,
         stop: threading.Event,
         on_offsets_backwards: Callable[[set[str]], None] | None = None,
+        per_partition: Callable[[], WritePlan] | None = None,
         shared: bool = False,
     ) -> None:
         self.spark = spark
@@ -126,6 +128,9 @@ class BatchHandler:
         self.shared = shared
         #: Called (before copying) with the topics whose planned range ends before it starts.
         self.on_offsets_backwards = on_offsets_backwards
+        #: Exactly-once, when Spark's reader replaces the direct one: fences the groups' ids and
+        #: returns the plan with one transactional id per partition (Spark's tasks hold one each).
+        self.per_partition = per_partition
         self.flow: FlowConfig = clients.flow
         self.clients = clients
         #: The plan of the next batch; the flow replaces it when the target or the fencing changes.
@@ -137,8 +142,8 @@ class BatchHandler:
         self.stop = stop
         #: Source topics of the running query and their partition counts.
         self.subscribed: dict[str, int] = {}
-        #: Exactly-once: which Python worker wrote each source partition last (WritePlan.writers).
-        self.writers: dict[PartitionKey, str] = {}
+        #: Exactly-once: which Python worker used each transactional id last (WritePlan.writers).
+        self.writers: dict[str, str] = {}
         #: The next source offset per partition after the last batch (source-loss check).
         self.next_offset: dict[PartitionKey, int] = {}
         #: Gaps already reported, (partition, first lost offset): a replayed batch does not count them twice.
@@ -194,6 +199,13 @@ class BatchHandler:
         results = self._copy_direct(plan, ranges) if direct else None
         self.progress.reader = "direct" if results is not None else "spark"
         if results is None:
+            if plan.exactly_once and plan.transaction_groups != PER_PARTITION:
+                if self.per_partition is None:
+                    raise WriteError(
+                        f"flow={self.flow.name} exactly-once transaction groups need the direct reader", terminal=True
+                    )
+                fresh = self.per_partition()
+                plan = dataclasses.replace(fresh, tails=plan.tails, writers={})
             results = self._copy_arrow(batch_df, plan)
         written = time.monotonic()
         refusals = sorted(r.error for r in results if r.error)
@@ -207,7 +219,7 @@ class BatchHandler:
         else:
             self.store.write(segments)  # durable before Spark commits the batch
         copied = time.monotonic()
-        self.writers.update({(r.topic, r.partition): r.writer for r in results})
+        self.writers.update({plan.transactional_id(r.topic, r.partition): r.writer for r in results})
         for r in results:
             if r.last_offset >= 0:
                 self.next_offset[(r.topic, r.partition)] = r.last_offset + 1
@@ -275,7 +287,7 @@ class BatchHandler:
                 # Each round extends the segments of the one before and writes through the same workers.
                 done = merge_rounds(results)
                 tails = {(r.topic, r.partition): r.segments[-1] for r in done if r.segments}
-                writers = {(r.topic, r.partition): r.writer for r in done}
+                writers = {plan.transactional_id(r.topic, r.partition): r.writer for r in done}
                 plan = dataclasses.replace(plan, tails={**plan.tails, **tails}, writers={**plan.writers, **writers})
             round_results = self._copy_round(sc, plan, piece, cores, f"{n}/{len(pieces)}")
             results.extend(round_results)
@@ -289,10 +301,12 @@ class BatchHandler:
         """One Spark job copying ``ranges`` in at most one task per core."""
         records = sum(r.size for r in ranges)
         tasks = task_count(records, cores, exactly_once=plan.exactly_once)
-        groups = share_out(ranges, tasks)
+        # Exactly-once: a transaction group's partitions in one task (its transactional id writes them all).
+        key = group_key(plan.transaction_groups) if plan.exactly_once else None
+        groups = share_out(ranges, tasks, key)
         if not groups:
             return []
-        check_disjoint(groups)
+        check_disjoint(groups, key)
 
         def copy(items: Iterable[list[SourceRange]]) -> Iterator[PartitionResult]:
             return copy_range_groups(items, plan)

@@ -23,6 +23,7 @@ from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.checkpoints import CheckpointPass
 from sparkmirror.core.naming import lease_group, offset_map_topic, progress_group, topic_ids_group
 from sparkmirror.core.status import State
+from sparkmirror.core.transactions import PER_PARTITION
 from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.access import AccessDenied, classify, denied, principal
 from sparkmirror.kafka.acls import AclSync
@@ -67,6 +68,15 @@ log = logging.getLogger(__name__)
 REFRESH, CHECKPOINTS, GROUP_SYNC, CONFIG_SYNC = "topic refresh", "checkpoints", "group sync", "topic config sync"
 ACL_SYNC = "topic ACL sync"
 STATUS = "status"
+TX_LAYOUTS = "exactly-once layout record"
+#: How often the record of the exactly-once layout in use is renewed (offsets expire after days).
+_RENEW_LAYOUTS_S = 3600
+OFFSET_MAP_FOLD = "offset map fold"
+
+#: How often the driver folds the offset map's new segments into chains. Between two folds a
+#: partition gains one segment per exactly-once batch, and those are what a start loads one record
+#: each: at 1,000 partitions and a batch a second, 10 s leaves at most 10,000.
+FOLD_INTERVAL_S = 10.0
 
 
 def write_plan(clients: FlowClients) -> WritePlan:
@@ -178,6 +188,7 @@ class Flow:
             progress=self.progress,
             stop=self.stop_requested,
             on_offsets_backwards=self._offsets_went_backwards,
+            per_partition=self._per_partition,
             shared=shared,
         )
         self.metrics = metrics.flow(flow.source, flow.target, self.topics.remote_name) if metrics else None
@@ -226,10 +237,7 @@ class Flow:
         topics = self.topics.source_topics()
         if flow.exactly_once:
             self._step("target", "fence the transactional producers")
-            self.target.fence(self.batches.plan, topics)
-            # Producers cached in the executors are fenced now: make them new.
-            self.batches.plan = dataclasses.replace(self.batches.plan, producer_generation=uuid.uuid4().hex)
-            self.batches.writers = {}
+            self._fence(self.transaction_groups(), topics)
         # (Re)load on every start: a failed batch may have committed segments (exactly-once) that
         # never reached this process.
         self._step("target", "read the offset map topic")
@@ -243,6 +251,40 @@ class Flow:
         self._start_query(topics)
         self._schedule()
         self.report("running")
+
+    def transaction_groups(self) -> int:
+        """Exactly-once: the transaction groups of this start (``sparkmirror.exactly.once.transactions``)."""
+        configured = self.flow.spark.exactly_once_transactions
+        if self.flow.spark.source_reader != "direct" or self.progress.reader == "spark":
+            # Spark's reader (configured, or the direct one's fallback since): one partition per Spark
+            # task, so one id per partition.
+            return PER_PARTITION
+        if configured >= 0:
+            return configured
+        return 2 * max(1, int(self.spark.sparkContext.defaultParallelism))
+
+    def _fence(self, groups: int, topics: dict[str, int]) -> WritePlan:
+        """Fence every id that may hold a transaction, then write with ``groups`` groups (exactly-once)."""
+        plan = dataclasses.replace(self.batches.plan, transaction_groups=groups)
+        self.target.fence(plan, topics)
+        # Producers cached in the executors are fenced now: make them new.
+        self.batches.plan = dataclasses.replace(plan, producer_generation=uuid.uuid4().hex)
+        self.batches.writers = {}
+        log.info(
+            "flow=%s exactly-once: %s",
+            self.flow.name,
+            "one transaction per source partition" if groups == PER_PARTITION else f"{groups} transaction groups",
+        )
+        return self.batches.plan
+
+    def _per_partition(self) -> WritePlan:
+        """The batch handler fell back to Spark's reader (one partition per task): per-partition ids from now on."""
+        self._step("target", "fence the transactional producers")
+        return self._fence(PER_PARTITION, dict(self.subscribed))
+
+    def _renew_layouts(self) -> None:
+        """Exactly-once: renew the record of the layout in use (an empty group's offsets expire)."""
+        self.target.record_layouts(self.batches.plan, {self.batches.plan.transaction_groups})
 
     def report(self, state: State, error: str | None = None) -> None:
         """Say the flow's state on its target (and in the metrics)."""
@@ -377,6 +419,9 @@ class Flow:
             # After the remote topics exist (MM2 runs it at start, then every interval).
             s.every(ACL_SYNC, flow.sync_topic_acls_interval_seconds, self.acls.sync, now=True)
         s.every(STATUS, flow.spark.progress_interval_seconds, self._report_running, when=running)
+        if flow.exactly_once:
+            s.every(TX_LAYOUTS, _RENEW_LAYOUTS_S, self._renew_layouts, when=running)
+        s.every(OFFSET_MAP_FOLD, FOLD_INTERVAL_S, self._fold_offset_map)
 
     def _report_running(self) -> None:
         self.report("running")
@@ -566,9 +611,21 @@ class Flow:
         found = list_offsets(self.clients.target_admin, request)
         self.store.prune({(source_of[topic], partition): start for (topic, partition), start in found.items()})
 
+    def _fold_offset_map(self) -> None:
+        """Fold the offset map's settled segments into chains (:meth:`OffsetMapStore.fold`). A failure
+        loses nothing (segments stay until their chain is durable): said, and tried at the next turn."""
+        try:
+            self.store.fold()
+        except Exception as exc:  # noqa: BLE001 - an optimisation of the map's storage; the next turn retries
+            log.warning(
+                "flow=%s folding the offset map into chains failed (tried again later): %s", self.flow.name, exc
+            )
+
     def finish(self) -> None:
-        """After a ``--once`` run: leave checkpoints (and synced groups) as of its end."""
+        """After a ``--once`` run: leave checkpoints (and synced groups) as of its end, the offset map
+        folded into chains."""
         self.finished = True
+        self._fold_offset_map()
         if self.flow.emit_checkpoints_enabled:
             self.emit_checkpoints()
         if self.flow.sync_group_offsets_enabled:

@@ -12,10 +12,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import FlowConfig
+from sparkmirror.core.naming import transactions_group
+from sparkmirror.core.transactions import (
+    PER_PARTITION,
+    format_layouts,
+    layout_ids,
+    layouts_to_fence,
+    parse_layouts,
+)
 from sparkmirror.kafka.flowclients import FlowClients
+from sparkmirror.kafka.groups import commit_positions, committed_positions
 from sparkmirror.kafka.internal import InternalTopicError, ensure_topic
 from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.kafka.topics import TopicSync
@@ -25,6 +35,9 @@ from sparkmirror.pipeline.exceptions import FlowFailed
 from sparkmirror.pipeline.executor.plan import WritePlan
 
 log = logging.getLogger(__name__)
+
+#: Transactional ids fenced at the same time at start (each is a producer and a few round trips).
+_FENCE_THREADS = 8
 
 
 class TargetPreparer:
@@ -88,16 +101,60 @@ class TargetPreparer:
         return dataclasses.replace(plan, producer_config=conf, max_record_bytes=limits)
 
     def fence(self, plan: WritePlan, topics: dict[str, int]) -> None:
-        """Fence earlier writers of every partition, aborting their open transactions (exactly-once).
+        """Fence every earlier writer of the flow's partitions, aborting their open transactions (exactly-once).
 
         A killed run leaves transactions open until ``transaction.timeout.ms``; while one is open,
-        read_committed readers (the offset map's loader) cannot see past it. ``init_transactions``
-        with each partition's transactional.id aborts them now.
+        read_committed readers (the offset map's loader) cannot see past it, and a zombie could
+        still commit. ``init_transactions`` with each transactional id that may hold one aborts
+        them now: the ids of every layout recorded on the target (the layouts used since the last
+        complete fencing; none recorded: the per-partition ids of earlier versions), and of the
+        plan's layout. Only then is the plan's layout recorded alone, so a crash in between leaves
+        the old layouts on record to be fenced by the next start (docs/decisions.md, "Exactly-once:
+        one transaction per group of partitions").
         """
-        from sparkmirror.kafka.factory import new_producer
+        flow = self.flow
+        record_at = (plan.offset_map_topic, 0)
+        group = transactions_group(flow.source, flow.target)
+        current = plan.transaction_groups
+        recorded = committed_positions(plan.consumer_config, group, [record_at]).get(record_at)
+        layouts = parse_layouts(recorded[1] if recorded else None)
+        fence = layouts_to_fence(layouts, current)
+        if layouts is not None and layouts != {current}:
+            log.info(
+                "flow=%s exactly-once transactions: %s on record, now %s: fencing the ids of each",
+                flow.name,
+                _layout_names(layouts),
+                _layout_names({current}),
+            )
+        # Recorded before the first write with it: a crash from here on leaves it to the next start.
+        self.record_layouts(plan, fence)
+        ids = [tid for g in sorted(fence) for tid in layout_ids(flow.source, flow.target, g, topics)]
+        fence_ids(plan, ids)
+        self.record_layouts(plan, {current})
 
-        for topic, partitions in topics.items():
-            for p in range(partitions):
-                producer = new_producer(plan.transactional_producer_config(topic, p))
-                retry_kafka(functools.partial(producer.init_transactions, 60), what=f"fencing {topic}[{p}]")
-                producer.flush(0)
+    def record_layouts(self, plan: WritePlan, layouts: set[int]) -> None:
+        """Record (or renew: a group's offsets expire) the layouts that may hold open transactions."""
+        commit_positions(
+            plan.consumer_config,
+            transactions_group(self.flow.source, self.flow.target),
+            {(plan.offset_map_topic, 0): (0, format_layouts(layouts))},
+        )
+
+
+def fence_ids(plan: WritePlan, ids: list[str]) -> None:
+    """``init_transactions`` with each of ``ids``, a few at a time: fences its producers and aborts its
+    open transaction."""
+    from sparkmirror.kafka.factory import new_producer
+
+    def fence_one(tid: str) -> None:
+        producer = new_producer(plan.transactional_config(tid))
+        retry_kafka(functools.partial(producer.init_transactions, 60), what=f"fencing {tid}")
+        producer.flush(0)
+
+    with ThreadPoolExecutor(max_workers=_FENCE_THREADS, thread_name_prefix="sparkmirror-fence") as pool:
+        for future in [pool.submit(fence_one, tid) for tid in ids]:
+            future.result()
+
+
+def _layout_names(layouts: set[int]) -> str:
+    return ", ".join("one per partition" if g == PER_PARTITION else f"{g} groups" for g in sorted(layouts))

@@ -58,17 +58,19 @@ def producer(plan: WritePlan) -> Producer:
 
 
 def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer:
-    """The worker's producer of one source partition's transactional id, ``init_transactions``-ed.
+    """The worker's producer of the transactional id that writes this source partition (its
+    transaction group's), ``init_transactions``-ed.
 
-    When the driver says another worker wrote the partition last (``plan.writers``), that worker's
+    When the driver says another worker used that id last (``plan.writers``), that worker's
     ``init_transactions`` has fenced the producer cached here: it is replaced before use instead of
     failing the task on its first request.
     """
     from sparkmirror.kafka.factory import new_producer
 
     conf = plan.transactional_producer_config(*partition)
-    key = _key("transactional", conf["transactional.id"], plan.producer_generation, conf)
-    if plan.writers.get(partition, WORKER_ID) != WORKER_ID:
+    tid = conf["transactional.id"]
+    key = _key("transactional", tid, plan.producer_generation, conf)
+    if plan.writers.get(tid, WORKER_ID) != WORKER_ID:
         with _LOCK:
             stale = _CLIENTS.pop(key, None)
         if stale is not None:
@@ -76,7 +78,6 @@ def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer
 
     def make() -> Producer:
         p = new_producer(conf)
-        tid = conf["transactional.id"]
         remote = plan.remote_topic(partition[0])
 
         def waiting() -> str:

@@ -4,16 +4,20 @@
 done when the target acknowledged every record (or it was dead-lettered, or refused). A failure
 fails the task and Spark replays the batch: duplicates at most.
 
-:class:`Transactional` is exactly-once (KIP-656's idea, on Spark). A source partition is written
-by a producer whose ``transactional.id`` is stable per (flow, source topic, partition), so a
-retried, speculative or zombie attempt of the same range is fenced by ``init_transactions``.
-After that call the progress committed on the target for the partition (the progress group's
-offset on the remote topic: the next upstream offset still to mirror) becomes the partition's
-floor, and the sink skips what lies below it, so a replayed range is written once. Records,
-dead-lettered records, offset-map segments and the new progress (``send_offsets_to_transaction``)
-commit together. The target cluster, not Spark's checkpoint, is the source of truth for progress.
+:class:`Transactional` is exactly-once (KIP-656's idea, on Spark). Source partitions fall into
+transaction groups for good (:mod:`sparkmirror.core.transactions`, ``sparkmirror.exactly.once.
+transactions``; or one per partition), and each group is written by a producer whose
+``transactional.id`` is stable per (flow, group), so a retried, speculative or zombie attempt of the
+same ranges is fenced by ``init_transactions`` (the planner keeps a group in one task, and the
+driver's start fenced every id an earlier layout wrote with). After that call the progress committed
+on the target for each partition (the progress group's offset on the remote topic: the next upstream
+offset still to mirror) becomes the partition's floor, and the sink skips what lies below it, so a
+replayed range is written once. A group's records, dead-lettered records, offset-map segments and
+the new progress of each of its partitions (``send_offsets_to_transaction``) commit together, one
+transaction per group per task. The target cluster, not Spark's checkpoint, is the source of truth
+for progress.
 
-What it must never do: commit while a record of the partition is neither acknowledged nor
+What it must never do: commit while a record of the group is neither acknowledged nor
 dead-lettered, or commit progress past a record it did not write. Any doubt aborts and fails.
 """
 
@@ -42,13 +46,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Partitions whose transactions one task finishes at the same time.
+#: Transaction groups whose transactions one task finishes at the same time.
 _MAX_COMMIT_THREADS = 8
 #: All aborts of a failed task together wait at most this long (the next attempt fences anyway).
 _ABORT_S = 30.0
 
 
 def commit_for(plan: WritePlan) -> Commit:
+    """The plan's commit: :class:`Transactional` exactly-once, else :class:`AtLeastOnce`."""
     return Transactional(plan) if plan.exactly_once else AtLeastOnce(plan)
 
 
@@ -80,14 +85,23 @@ class AtLeastOnce:
 
 
 class Transactional:
-    """One transaction per source partition; records, segments and progress commit together."""
+    """One transaction per transaction group; records, segments and progress commit together."""
 
     def __init__(self, plan: WritePlan) -> None:
         self.plan = plan
-        self.open_tx: dict[PartitionKey, Producer] = {}
+        #: This task's producer of each transactional id it writes with (one per group).
+        self.producers: dict[str, Producer] = {}
+        #: Transactional id -> its producer, while the id's transaction is open.
+        self.open_tx: dict[str, Producer] = {}
 
     def producer_for(self, partition: PartitionKey) -> Producer:
-        return clients.transactional_producer(self.plan, partition)
+        tid = self.plan.transactional_id(*partition)
+        producer = self.producers.get(tid)
+        if producer is None:
+            # Once per task and id: the group's other partitions share it (asking the cache again
+            # would replace a producer another worker fenced a second time, fencing this one).
+            producer = self.producers[tid] = clients.transactional_producer(self.plan, partition)
+        return producer
 
     def open(self, parts: Sequence[PartitionWrite]) -> None:
         """After ``init_transactions`` (fencing earlier writers): every partition's progress in one request."""
@@ -96,41 +110,47 @@ class Transactional:
             w.floor = progress[(w.remote, w.partition)]
 
     def begin(self, w: PartitionWrite) -> None:
-        w.producer.begin_transaction()
-        self.open_tx[(w.topic, w.partition)] = w.producer
+        tid = self.plan.transactional_id(w.topic, w.partition)
+        if tid not in self.open_tx:
+            w.producer.begin_transaction()
+            self.open_tx[tid] = w.producer
         w.begun = True
 
     def finish(self, parts: Sequence[PartitionWrite]) -> None:
-        # Each partition's transaction waits on its own round trips (flush, offsets, commit):
-        # finish them side by side, not one after another.
-        if not parts:
+        # Each group's transaction waits on its own round trips (flush, offsets, commit): finish
+        # them side by side, not one after another.
+        by_tid: dict[str, list[PartitionWrite]] = {}
+        for w in parts:
+            by_tid.setdefault(self.plan.transactional_id(w.topic, w.partition), []).append(w)
+        if not by_tid:
             return
-        workers = max(1, min(len(parts), _MAX_COMMIT_THREADS))
+        workers = max(1, min(len(by_tid), _MAX_COMMIT_THREADS))
         failures: list[BaseException] = []
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sparkmirror-commit") as pool:
-            futures = {(w.topic, w.partition): pool.submit(self._finish_one, w) for w in parts}
-            for key, future in futures.items():
+            futures = {tid: pool.submit(self._finish_group, tid, ws) for tid, ws in by_tid.items()}
+            for tid, future in futures.items():
                 try:
                     future.result()
-                    del self.open_tx[key]
-                except BaseException as exc:  # noqa: BLE001 - re-raised below, after every partition settled
+                    del self.open_tx[tid]
+                except BaseException as exc:  # noqa: BLE001 - re-raised below, after every group settled
                     failures.append(exc)
         for other in failures[1:]:
             log.error("flow=%s %s", self.plan.flow, other)
         if failures:
             raise failures[0]
 
-    def _finish_one(self, w: PartitionWrite) -> None:
-        """Wait for the partition's acks, settle refusals, then commit records, segments and progress (or abort)."""
-        producer = w.producer
-        await_acks(producer, self.plan, [w])
-        refused = settle_record_failures(producer, self.plan, [w])
+    def _finish_group(self, tid: str, parts: list[PartitionWrite]) -> None:
+        """Wait for the group's acks, settle refusals, then commit its records, segments and progress (or abort)."""
+        producer = self.open_tx[tid]
+        await_acks(producer, self.plan, parts)
+        refused = settle_record_failures(producer, self.plan, parts)
         if refused:
-            producer.abort_transaction(30)  # the driver stops the flow; nothing of the range commits
+            producer.abort_transaction(30)  # the driver stops the flow; nothing of the group's ranges commits
             return
-        finish_segments(self.plan, [w])
-        self._produce_segments(producer, w)
-        self._commit(producer, w)
+        finish_segments(self.plan, parts)
+        for w in parts:
+            self._produce_segments(producer, w)
+        self._commit(producer, tid, parts)
 
     def _produce_segments(self, producer: Producer, w: PartitionWrite) -> None:
         """The offset map's segments for this range, inside the data's transaction."""
@@ -141,33 +161,35 @@ class Transactional:
             rec = seg.to_record(now)
             producer.produce(self.plan.offset_map_topic, key=rec.key_bytes(), value=rec.value_bytes())
 
-    def _commit(self, producer: Producer, w: PartitionWrite) -> None:
-        """Add the new progress to the transaction and commit it; every wait bounded (:mod:`.waits`)."""
+    def _commit(self, producer: Producer, tid: str, parts: list[PartitionWrite]) -> None:
+        """Add the group's new progress to its transaction and commit it; every wait bounded (:mod:`.waits`)."""
         from confluent_kafka import KafkaException, TopicPartition
 
         plan = self.plan
         group_md = clients.progress_consumer(plan).consumer_group_metadata()
-        position = [TopicPartition(w.remote, w.partition, w.last_offset + 1)]
-        where = f"flow={plan.flow} {w.topic}[{w.partition}] offsets {w.first_offset}..{w.last_offset}"
+        positions = [TopicPartition(w.remote, w.partition, w.last_offset + 1) for w in parts]
+        where = f"flow={plan.flow} {_ranges(parts)}"
+        # Any of the group's partitions tells what the producer knows of the target.
+        first = parts[0]
         seen: dict[str, str] = {}
 
         def refresh() -> None:
             # A broker that came back is added to the producer's metadata, and librdkafka asks for
             # the group's coordinator again (see waits' module docstring).
-            seen["target"] = _target_text(producer, w.remote, w.partition)
+            seen["target"] = _target_text(producer, first.remote, first.partition)
 
         def waiting_for_group() -> str:
             return (
                 f"waiting for the coordinator of group {plan.progress_group} on the target "
-                f"(target: {seen.get('target') or _target_text(producer, w.remote, w.partition)})"
+                f"(target: {seen.get('target') or _target_text(producer, first.remote, first.partition)})"
             )
 
-        what = f"{where}: send_offsets_to_transaction({w.remote}[{w.partition}] -> {w.last_offset + 1})"
+        what = f"{where}: send_offsets_to_transaction({tid}, {len(positions)} partitions)"
         # librdkafka's timeout (``left``) may never be looked at; the thread's bound is the step's.
         deadline = time.monotonic() + plan.target_wait_s
         retry_within(
             lambda left: call_within(
-                lambda: producer.send_offsets_to_transaction(position, group_md, left),
+                lambda: producer.send_offsets_to_transaction(positions, group_md, left),
                 what=what,
                 limit_s=max(1.0, deadline - time.monotonic()),
                 detail=waiting_for_group,
@@ -179,23 +201,26 @@ class Transactional:
         )
 
         def waiting_for_coordinator() -> str:
-            return f"waiting for the transaction coordinator (target: {_target_text(producer, w.remote, w.partition)})"
+            return (
+                f"waiting for the transaction coordinator of {tid} "
+                f"(target: {_target_text(producer, first.remote, first.partition)})"
+            )
 
         try:
             retry_within(
                 lambda left: producer.commit_transaction(left),
-                what=f"{where}: commit_transaction",
+                what=f"{where}: commit_transaction({tid})",
                 limit_s=plan.target_wait_s,
                 detail=waiting_for_coordinator,
             )
         except KafkaException as exc:
             err = exc.args[0]
             # Kafka's rule: a retriable commit error (a timeout) is retried as is (above); one that
-            # requires an abort aborts and replays the range; a fatal one (fenced) never commits.
+            # requires an abort aborts and replays the ranges; a fatal one (fenced) never commits.
             fenced = "FENCED" in err.name() or err.fatal()
             raise WriteError(
-                f"{where}: transaction not committed ({err.name()}: {err.str()}); "
-                + ("another writer of this partition took over" if fenced else "the range will be replayed"),
+                f"{where}: transaction of {tid} not committed ({err.name()}: {err.str()}); "
+                + ("another writer of these partitions took over" if fenced else "the ranges will be replayed"),
                 terminal=False,
             ) from None
 
@@ -215,6 +240,8 @@ class Transactional:
             except Exception:  # noqa: BLE001 - fatal/fenced/busy producers cannot abort; drop them
                 pass
         self.open_tx.clear()
+        for producer in self.producers.values():
+            clients.forget(producer)
         for w in parts:
             clients.forget(w.producer)
 
@@ -226,6 +253,12 @@ def _target_text(client: Producer, topic: str, partition: int) -> str:
     """
     md = client.list_topics(topic, timeout=5)
     return f"{partition_text(md, topic, partition)}; brokers {brokers_text(md)}"
+
+
+def _ranges(parts: Sequence[PartitionWrite], most: int = 5) -> str:
+    """``topic[p] offsets a..b`` of a transaction's partitions, the first ``most`` of them."""
+    text = ", ".join(f"{w.topic}[{w.partition}] offsets {w.first_offset}..{w.last_offset}" for w in parts[:most])
+    return text + (f" and {len(parts) - most} more partitions" if len(parts) > most else "")
 
 
 def committed_progress(plan: WritePlan, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:

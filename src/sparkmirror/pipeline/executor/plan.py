@@ -10,8 +10,9 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from sparkmirror.core.naming import reader_group, transactional_id
+from sparkmirror.core.naming import reader_group
 from sparkmirror.core.policy import ReplicationPolicy
+from sparkmirror.core.transactions import PER_PARTITION, writer_id
 
 #: This Python worker, as the result rows name it (exactly-once producers are per worker).
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
@@ -56,8 +57,11 @@ class WritePlan:
     #: Last segment per source partition when the batch was planned: a batch that continues it
     #: extends it (same key) instead of adding a segment.
     tails: dict[PartitionKey, Tail] = field(default_factory=dict)
-    #: Exactly-once: records, segments and progress in one transaction per source partition.
+    #: Exactly-once: records, segments and progress in one transaction per transaction group.
     exactly_once: bool = False
+    #: Exactly-once: how many transaction groups the source partitions fall into, each written by one
+    #: transactional id (0: one per source partition). :mod:`sparkmirror.core.transactions`.
+    transaction_groups: int = PER_PARTITION
     #: Group on the target whose committed offsets (on the remote topics) are the flow's source
     #: progress: the next upstream offset to mirror.
     progress_group: str = ""
@@ -73,9 +77,9 @@ class WritePlan:
     #: Changes whenever the driver fences the flow's transactional ids, so executors build new
     #: producers instead of reusing fenced ones.
     producer_generation: str = ""
-    #: Exactly-once: the worker (:data:`WORKER_ID`) that wrote each source partition last, as the
-    #: driver saw in the result rows; another worker's producer for it has been fenced since.
-    writers: dict[PartitionKey, str] = field(default_factory=dict)
+    #: Exactly-once: the worker (:data:`WORKER_ID`) that used each transactional id last, as the
+    #: driver saw in the result rows; another worker's producer with that id has been fenced since.
+    writers: dict[str, str] = field(default_factory=dict)
     #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_RECORDS): the first attempt of
     #: every task fails after handing this many records to its producers.
     test_fail_after_records: int = 0
@@ -84,13 +88,17 @@ class WritePlan:
         return self.policy.format_remote_topic(self.source_alias, topic)
 
     def transactional_id(self, topic: str, partition: int) -> str:
-        """Stable per (flow, source topic, partition): the fencing key."""
-        return transactional_id(self.source_alias, self.target_alias, topic, partition)
+        """The id that writes this source partition: its group's (or its own): the fencing key."""
+        return writer_id(self.source_alias, self.target_alias, topic, partition, self.transaction_groups)
 
     def transactional_producer_config(self, topic: str, partition: int) -> dict[str, str]:
-        """The exactly-once producer of one source partition (also used by the driver to fence)."""
+        """The exactly-once producer that writes one source partition."""
+        return self.transactional_config(self.transactional_id(topic, partition))
+
+    def transactional_config(self, transactional_id: str) -> dict[str, str]:
+        """An exactly-once producer with this id (the executors' writers, and the driver to fence)."""
         conf = dict(self.producer_config)
-        conf["transactional.id"] = self.transactional_id(topic, partition)
+        conf["transactional.id"] = transactional_id
         conf["transaction.timeout.ms"] = str(self.transaction_timeout_ms)
         conf.setdefault("client.id", f"sparkmirror-{self.flow}")
         # Connect to the target's brokers at once: with librdkafka's sparse connections,

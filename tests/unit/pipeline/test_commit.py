@@ -1,0 +1,137 @@
+"""Exactly-once commits without a broker: one transaction per transaction group, carrying every
+partition's records, offset-map segments and progress (fake producers record what they are asked)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sparkmirror.core.policy import DefaultReplicationPolicy
+from sparkmirror.core.transactions import transaction_group
+from sparkmirror.pipeline.executor import clients, commit
+from sparkmirror.pipeline.executor.commit import Transactional
+from sparkmirror.pipeline.executor.plan import WritePlan
+from sparkmirror.pipeline.executor.sink import Sink
+
+
+class _Msg:
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def offset(self) -> int:
+        return self._offset
+
+
+class FakeProducer:
+    """Acknowledges every record at once with the next offset of its partition; logs transaction calls."""
+
+    def __init__(self, tid: str) -> None:
+        self.tid = tid
+        self.calls: list[tuple[Any, ...]] = []
+        self.ends: dict[tuple[str, int], int] = {}
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = 0, on_delivery: Any = None,
+                **_kw: Any) -> None:  # fmt: skip
+        offset = self.ends.get((topic, partition), 0)
+        self.ends[(topic, partition)] = offset + 1
+        if on_delivery is not None:
+            on_delivery(None, _Msg(offset))
+        else:
+            self.calls.append(("segment", topic))
+
+    def poll(self, _timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, _timeout: float = 0) -> int:
+        return 0
+
+    def begin_transaction(self) -> None:
+        self.calls.append(("begin",))
+
+    def send_offsets_to_transaction(self, positions: list[Any], _md: Any, _timeout: float) -> None:
+        self.calls.append(("offsets", sorted((tp.topic, tp.partition, tp.offset) for tp in positions)))
+
+    def commit_transaction(self, _timeout: float) -> None:
+        self.calls.append(("commit",))
+
+    def abort_transaction(self, _timeout: float) -> None:
+        self.calls.append(("abort",))
+
+
+class FakeConsumer:
+    def consumer_group_metadata(self) -> object:
+        return object()
+
+    def committed(self, tps: list[Any], timeout: float) -> list[Any]:
+        for tp in tps:
+            tp.offset = -1001
+        return tps
+
+
+@pytest.fixture
+def producers(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[FakeProducer]]:
+    made: dict[str, list[FakeProducer]] = {}
+
+    def transactional_producer(plan: WritePlan, partition: tuple[str, int]) -> FakeProducer:
+        tid = plan.transactional_id(*partition)
+        p = FakeProducer(tid)
+        made.setdefault(tid, []).append(p)
+        return p
+
+    monkeypatch.setattr(clients, "transactional_producer", transactional_producer)
+    monkeypatch.setattr(clients, "progress_consumer", lambda plan: FakeConsumer())
+    return made
+
+
+def _plan(groups: int) -> WritePlan:
+    return WritePlan(
+        flow="A->B",
+        source_alias="A",
+        target_alias="B",
+        policy=DefaultReplicationPolicy(),
+        producer_config={},
+        exactly_once=True,
+        transaction_groups=groups,
+        offset_map_topic="map",
+        progress_group="progress",
+    )
+
+
+def _write(plan: WritePlan, partitions: list[tuple[str, int]]) -> Sink:
+    sink = Sink(plan, commit.commit_for(plan))
+    sink.open(partitions)
+    for key in partitions:
+        sink.write(key, [(o, b"k", b"v", 1, None) for o in range(10, 13)])
+    return sink
+
+
+def test_one_transaction_per_group_carries_every_partitions_progress(producers: dict[str, list[Any]]) -> None:
+    plan = _plan(2)
+    partitions = [("t", p) for p in range(6)]
+    results = _write(plan, partitions).close()
+    assert len(results) == 6 and all(r.records == 3 for r in results)
+    # One producer per group, made once in the task although the group has three partitions.
+    assert sorted(producers) == ["sparkmirror-A-B-#0-of-2", "sparkmirror-A-B-#1-of-2"]
+    assert all(len(ps) == 1 for ps in producers.values())
+    for tid, (p,) in producers.items():
+        group = int(tid.split("#")[1].split("-")[0])
+        mine = [q for t, q in partitions if transaction_group(t, q, 2) == group]
+        kinds = [c[0] for c in p.calls]
+        assert kinds == ["begin"] + ["segment"] * len(mine) + ["offsets", "commit"]
+        assert p.calls[-2][1] == sorted(("A.t", q, 13) for q in mine)
+
+
+def test_per_partition_layout_has_a_transaction_per_partition(producers: dict[str, list[Any]]) -> None:
+    _write(_plan(0), [("t", 0), ("t", 1)]).close()
+    assert sorted(producers) == ["sparkmirror-A-B-t-0", "sparkmirror-A-B-t-1"]
+    for (p,) in producers.values():
+        assert [c[0] for c in p.calls] == ["begin", "segment", "offsets", "commit"]
+
+
+def test_a_failed_task_aborts_each_open_group_once(producers: dict[str, list[Any]]) -> None:
+    sink = _write(_plan(1), [("t", 0), ("t", 1), ("u", 0)])
+    assert isinstance(sink.commit, Transactional)
+    sink.abandon()
+    ((p,),) = producers.values()
+    assert [c[0] for c in p.calls] == ["begin", "abort"]

@@ -63,6 +63,24 @@ def _stopped(mirror: Mirror) -> bool:
     return bool(mirror.runners) and mirror.runners[0].failure is not None
 
 
+def _wait_for_every_record(mirror: Mirror, target: str, remote: str, *, exactly_once: bool, timeout_s: float) -> None:
+    """Every produced record on the target (or the mirror stopped, which the caller's assert reports)."""
+    if exactly_once:
+        # Committed records, not end offsets: those count the transactions' markers too.
+        wait_for(
+            lambda: _stopped(mirror) or _committed_count(target, remote) >= RECORDS,
+            timeout_s=240,
+            what="every record on the target",
+            interval_s=5,
+        )
+    else:
+        wait_for(
+            lambda: (ends := _ends(target, remote)) and all(n >= RECORDS // PARTITIONS for n in ends.values()),
+            timeout_s=timeout_s,
+            what="every record on the target",
+        )
+
+
 def _produce(bootstrap: str, topic: str, errors: list[object], first: int = 0, until: int = RECORDS) -> None:
     """Records ``first..until-1`` (value: the number), about 1,000 a second, round robin over the partitions."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 10})
@@ -162,20 +180,7 @@ def test_target_broker_killed_and_restarted_mid_stream_loses_nothing(
         clusters.restart_broker("T", leader)
         producer.join(120)
         assert not errors, errors[:3]
-        if exactly_once:
-            # Committed records, not end offsets: those count the transactions' markers too.
-            wait_for(
-                lambda: _stopped(mirror) or _committed_count(target, remote) >= RECORDS,
-                timeout_s=240,
-                what="every record on the target",
-                interval_s=5,
-            )
-        else:
-            wait_for(
-                lambda: (ends := _ends(target, remote)) and all(n >= RECORDS // PARTITIONS for n in ends.values()),
-                timeout_s=180,
-                what="every record on the target",
-            )
+        _wait_for_every_record(mirror, target, remote, exactly_once=exactly_once, timeout_s=180)
         assert mirror.runners[0].failure is None, mirror.runners[0].failure
     finally:
         mirror.request_stop()
@@ -235,20 +240,7 @@ def test_whole_target_down_30s_mid_stream_loses_nothing(
         clusters.up(["T"], brokers=3)
         producer.join(120)
         assert not errors, errors[:3]
-        if exactly_once:
-            # Committed records, not end offsets: those count the transactions' markers too.
-            wait_for(
-                lambda: _stopped(mirror) or _committed_count(target, remote) >= RECORDS,
-                timeout_s=240,
-                what="every record on the target",
-                interval_s=5,
-            )
-        else:
-            wait_for(
-                lambda: (ends := _ends(target, remote)) and all(n >= RECORDS // PARTITIONS for n in ends.values()),
-                timeout_s=240,
-                what="every record on the target",
-            )
+        _wait_for_every_record(mirror, target, remote, exactly_once=exactly_once, timeout_s=240)
         assert mirror.runners[0].failure is None, mirror.runners[0].failure
     finally:
         mirror.request_stop()

@@ -14,7 +14,7 @@ partition for ``--seconds`` after a warm-up. Reported:
 - CPU seconds and peak RSS of sparkmirror's process tree (``bench/proctree.py``), per role.
 
     .venv/bin/python bench/eos_groups.py [--topics 200] [--partitions 5] [--rate 5000] [--seconds 30] \\
-        [--base-port 25600] [--prop KEY=VALUE ...] [--out bench/results/<file>.json]
+        [--base-port 25600] [--warmup-committed] [--prop KEY=VALUE ...] [--out bench/results/<file>.json]
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class LatencySettings:
     latency_seconds: int
     warmup_seconds: int
     stall_timeout_s: int
+    warmup_committed: bool = False
 
 
 class WorkerSampler(threading.Thread):
@@ -123,6 +124,11 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=200)
     ap.add_argument("--base-port", type=int, default=25600)
     ap.add_argument("--stall-timeout", type=int, default=300)
+    ap.add_argument(
+        "--warmup-committed",
+        action="store_true",
+        help="start the measured load once B committed the warm-up (markers written); the wait is reported",
+    )
     ap.add_argument("--prop", action="append", default=[], metavar="KEY=VALUE", help="a sparkmirror property")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--label", default="", help="a name for the run in the result")
@@ -167,7 +173,9 @@ def main() -> None:
             sparkmirror_debug=True,
         )
         system = rep.Sparkmirror(common, None, exactly_once=True)  # type: ignore[arg-type]
-        settings = LatencySettings(args.size, args.rate, args.seconds, args.warmup_seconds, args.stall_timeout)
+        settings = LatencySettings(
+            args.size, args.rate, args.seconds, args.warmup_seconds, args.stall_timeout, args.warmup_committed
+        )
         run_dir = workdir / "run"
         run_dir.mkdir()
 

@@ -164,14 +164,18 @@ def create_topics(bootstrap: str, topics: dict[str, int], config: dict[str, str]
         time.sleep(0.5)
 
 
-def end_offsets(bootstrap: str, topics: dict[str, int]) -> dict[tuple[str, int], int]:
-    """High watermarks of every partition of ``topics`` in one admin request (retried while leaders settle)."""
+def end_offsets(bootstrap: str, topics: dict[str, int], *, committed: bool = False) -> dict[tuple[str, int], int]:
+    """High watermarks of every partition of ``topics`` in one admin request (retried while leaders settle);
+    ``committed``: last stable offsets instead (what a read_committed consumer sees the end at)."""
+    from confluent_kafka import IsolationLevel
+
     client = wl.admin(bootstrap)
     request = {TopicPartition(t, p): OffsetSpec.latest() for t, n in topics.items() for p in range(n)}
+    isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
     deadline = time.monotonic() + 60
     while True:
         try:
-            futures = client.list_offsets(request, request_timeout=60)
+            futures = client.list_offsets(request, isolation_level=isolation, request_timeout=60)
             return {(tp.topic, tp.partition): fut.result().offset for tp, fut in futures.items()}
         except KafkaException:
             if time.monotonic() > deadline:
@@ -537,7 +541,16 @@ def measure_latency(
             if not tree.running() or time.monotonic() - since > s.stall_timeout_s:
                 raise RuntimeError(f"{system.name} did not catch up with A ({have} of {on_a}):\n{tree.tail()}")
             time.sleep(1)
-        out = latency(boots, topics, s.size, s.rate, s.latency_seconds, s.stall_timeout_s, s.warmup_seconds)
+        out = latency(
+            boots,
+            topics,
+            s.size,
+            s.rate,
+            s.latency_seconds,
+            s.stall_timeout_s,
+            s.warmup_seconds,
+            warmup_committed=getattr(s, "warmup_committed", False),
+        )
     finally:
         stats = tree.stop()
         log.info(
@@ -559,10 +572,18 @@ def latency(
     seconds: float,
     stall_s: float,
     warmup_s: float = 5,
+    warmup_committed: bool = False,
 ) -> dict[str, Any]:
-    """Offer the latency load to A while the system runs; latency of each record on B."""
+    """Offer the latency load to A while the system runs; latency of each record on B.
+
+    ``warmup_committed``: the measured load starts only once B's last stable offsets hold the
+    warm-up too (its transactions committed and their markers written), and the wait is reported
+    (``warmup_commit_wait_ms``): an exactly-once writer's first commit over fresh target partitions
+    costs the broker a one-time stall (docs/performance.md) that would otherwise fall in the window.
+    """
     remotes = {rep.remote(t): n for t, n in topics.items()}
     before = sum(end_offsets(boots["B"], remotes).values())
+    before_committed = sum(end_offsets(boots["B"], remotes, committed=True).values())
     # Keys past every record on A: the records of earlier systems' loads are told apart.
     start = sum(end_offsets(boots["A"], topics).values())
     partitions = next(iter(topics.values()))
@@ -579,6 +600,20 @@ def latency(
         if time.monotonic() - since > max(stall_s, 240):
             raise RuntimeError(f"the warm-up load did not reach B ({have} of {warm} records)")
         time.sleep(0.5)
+    commit_wait_ms = None
+    if warmup_committed:
+        waited = time.monotonic()
+        last, since = -1, time.monotonic()
+        while True:
+            have = sum(end_offsets(boots["B"], remotes, committed=True).values()) - before_committed
+            if have != last:
+                last, since = have, time.monotonic()
+            if have >= warm:
+                break
+            if time.monotonic() - since > max(stall_s, 240):
+                raise RuntimeError(f"the warm-up was not committed on B ({have} of {warm} records)")
+            time.sleep(0.5)
+        commit_wait_ms = round((time.monotonic() - waited) * 1000)
     first_seq = start + warm
     t0 = time.monotonic()
     offered = offer(boots["A"], list(topics), partitions, size, first_seq=first_seq, rate=rate, seconds=seconds)
@@ -600,6 +635,7 @@ def latency(
     out: dict[str, Any] = {
         "offered": offered - warm,
         "warmup_records": warm,
+        "warmup_commit_wait_ms": commit_wait_ms,
         "rate": rate,
         "offered_rate": round(offered_rate, 1),
         "partitions": sum(topics.values()),

@@ -115,11 +115,16 @@ def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path,
             what="lag 0 and a checkpoint cycle in the metrics",
         )
 
-        # `status` while it runs: running, where, nothing lagging, the group's checkpoint.
-        done = run_cli("status", str(cfg), "--json", "--max-lag", "0", timeout_s=180)
-        assert done.returncode == 0, done.stderr
-        report = json.loads(done.stdout)
-        (flow,) = report["flows"]
+        # `status` while it runs: running, where, nothing lagging, the group's checkpoint. The cycle
+        # seen above may have read the group before its records were mirrored (no checkpoint yet):
+        # the group's checkpoint comes with a later cycle (every 2 s here), read back by `status`.
+        def status_with_group() -> dict | None:
+            done = run_cli("status", str(cfg), "--json", "--max-lag", "0", timeout_s=180)
+            assert done.returncode == 0, done.stderr
+            (flow,) = json.loads(done.stdout)["flows"]
+            return flow if any(g["group"] == group for g in flow["groups"]) else None
+
+        flow = wait_for(status_with_group, timeout_s=30, what=f"group {group}'s checkpoint in `status`", interval_s=1)
         assert flow["state"] == "running" and flow["pid"] is not None, flow
         parts = {(p["topic"], p["partition"]): p for p in flow["partitions"]}
         for (t, p), n in sent.items():

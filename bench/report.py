@@ -423,7 +423,15 @@ def check_scale_targets(
         add(f"checkpoint pass over {cycle['groups']:,} groups ({cycle['group_partitions']:,} group partitions), "
             "longest of its passes (measured; no threshold stated)", max(passes) if passes else None, None,
             unit=" s", note=f"first pass {first['total_s']:.1f} s" if first else "")  # fmt: skip
-    if offsetmap is not None:
+    if offsetmap is not None and offsetmap.get("mode") == "broker-chains":
+        proj = offsetmap["projection"]
+        loads = ", ".join(f"{x:g}" for x in offsetmap["load_s"])
+        add(f"exactly-once offset map of {offsetmap['hours']:g} h at {offsetmap['partitions']:,} partitions "
+            f"({offsetmap['batches']:,} batches, one every {proj['batch_seconds']:g} s, in {offsetmap['records']:,} "
+            "chain records) loads in (slowest load)", max(offsetmap["load_s"]), SCALE_DAY_LOAD_S, at_most=True, unit=" s",
+            note=f"measured on a broker (loads: {loads} s; {offsetmap['record_bytes'] / 1e6:,.0f} MB); "
+            f"a week projected: {proj['week_load_s']:,.0f} s, {proj['week_record_mb']:,.0f} MB of records")  # fmt: skip
+    elif offsetmap is not None:
         proj = offsetmap["projection"]
         add(f"exactly-once offset map of a day at {offsetmap['partitions']:,} partitions "
             f"({proj['segments_per_day']:,} segments, one batch every {proj['batch_seconds']:g} s) loads in",
@@ -666,7 +674,8 @@ def main(argv: list[str] | None = None) -> Path:
     if scale_path is not None:
         scale = json.loads(scale_path.read_text())
         extra = {k: p.resolve() for k, p in (("cycle", _newest("*-checkpoint-cycle-10000.json")),
-                                             ("offsetmap", _newest("*-offsetmap.json"))) if p is not None}  # fmt: skip
+                                             ("offsetmap", _newest("*-offsetmap-chains-day.json") or _newest("*-offsetmap.json")))
+                 if p is not None}  # fmt: skip
         loaded = {k: json.loads(p.read_text()) for k, p in extra.items()}
         targets = check_scale_targets(scale, loaded.get("cycle"), loaded.get("offsetmap"))
         scale_png = scale_path.with_suffix(".png")

@@ -428,7 +428,8 @@ def check_scale_targets(
         loads = ", ".join(f"{x:g}" for x in offsetmap["load_s"])
         add(f"exactly-once offset map of {offsetmap['hours']:g} h at {offsetmap['partitions']:,} partitions "
             f"({offsetmap['batches']:,} batches, one every {proj['batch_seconds']:g} s, in {offsetmap['records']:,} "
-            "chain records) loads in (slowest load)", max(offsetmap["load_s"]), SCALE_DAY_LOAD_S, at_most=True, unit=" s",
+            "chain records) loads in (slowest load)", max(offsetmap["load_s"]), SCALE_DAY_LOAD_S,
+            at_most=True, unit=" s",
             note=f"measured on a broker (loads: {loads} s; {offsetmap['record_bytes'] / 1e6:,.0f} MB); "
             f"a week projected: {proj['week_load_s']:,.0f} s, {proj['week_record_mb']:,.0f} MB of records")  # fmt: skip
     elif offsetmap is not None:
@@ -673,9 +674,9 @@ def main(argv: list[str] | None = None) -> Path:
     written = [png_path]
     if scale_path is not None:
         scale = json.loads(scale_path.read_text())
+        offsetmap = _newest("*-offsetmap-chains-day.json") or _newest("*-offsetmap.json")
         extra = {k: p.resolve() for k, p in (("cycle", _newest("*-checkpoint-cycle-10000.json")),
-                                             ("offsetmap", _newest("*-offsetmap-chains-day.json") or _newest("*-offsetmap.json")))
-                 if p is not None}  # fmt: skip
+                                             ("offsetmap", offsetmap)) if p is not None}  # fmt: skip
         loaded = {k: json.loads(p.read_text()) for k, p in extra.items()}
         targets = check_scale_targets(scale, loaded.get("cycle"), loaded.get("offsetmap"))
         scale_png = scale_path.with_suffix(".png")

@@ -69,7 +69,7 @@ def _wait_for_every_record(mirror: Mirror, target: str, remote: str, *, exactly_
         # Committed records, not end offsets: those count the transactions' markers too.
         wait_for(
             lambda: _stopped(mirror) or _committed_count(target, remote) >= RECORDS,
-            timeout_s=240,
+            timeout_s=timeout_s,
             what="every record on the target",
             interval_s=5,
         )
@@ -79,6 +79,24 @@ def _wait_for_every_record(mirror: Mirror, target: str, remote: str, *, exactly_
             timeout_s=timeout_s,
             what="every record on the target",
         )
+
+
+def _check_copy(source: str, topic: str, target: str, remote: str, *, exactly_once: bool, what: str) -> None:
+    """Every source record on the target in source order (first copies); exactly-once: each just once."""
+    duplicates = 0
+    for p in range(PARTITIONS):
+        expected = [r.value for r in read_partition(source, topic, p)]
+        mirrored = [r.value for r in read_partition(target, remote, p)]  # read_committed
+        if exactly_once:
+            assert mirrored == expected, (
+                f"partition {p}: {len(set(expected) - set(mirrored))} lost, "
+                f"{len(mirrored) - len(set(mirrored))} duplicates"
+            )
+            continue
+        first = list(dict.fromkeys(mirrored))
+        assert first == expected, f"partition {p}: {len(set(expected) - set(mirrored))} records lost"
+        duplicates += len(mirrored) - len(first)
+    print(f"{what} ({'exactly-once' if exactly_once else 'at least once'}): 0 lost, {duplicates} duplicates")
 
 
 def _produce(bootstrap: str, topic: str, errors: list[object], first: int = 0, until: int = RECORDS) -> None:
@@ -180,34 +198,21 @@ def test_target_broker_killed_and_restarted_mid_stream_loses_nothing(
         clusters.restart_broker("T", leader)
         producer.join(120)
         assert not errors, errors[:3]
-        _wait_for_every_record(mirror, target, remote, exactly_once=exactly_once, timeout_s=180)
+        _wait_for_every_record(
+            mirror, target, remote, exactly_once=exactly_once, timeout_s=240 if exactly_once else 180
+        )
         assert mirror.runners[0].failure is None, mirror.runners[0].failure
     finally:
         mirror.request_stop()
         runner.join(120)
-    if exactly_once:
-        for p in range(PARTITIONS):
-            expected = [r.value for r in read_partition(bootstraps["A"], topic, p)]
-            mirrored = [r.value for r in read_partition(target, remote, p)]  # read_committed
-            assert mirrored == expected, (
-                f"partition {p}: {len(set(expected) - set(mirrored))} lost, "
-                f"{len(mirrored) - len(set(mirrored))} duplicates"
-            )
-        print(f"target broker {leader} killed and restarted (exactly-once): 0 lost, 0 duplicates")
-        return
-    duplicates = 0
-    for p in range(PARTITIONS):
-        source = [r.value for r in read_partition(bootstraps["A"], topic, p)]
-        mirrored = [r.value for r in read_partition(target, remote, p)]
-        first: list[bytes | None] = []
-        seen: set[bytes | None] = set()
-        for v in mirrored:
-            if v not in seen:
-                seen.add(v)
-                first.append(v)
-        assert first == source, f"partition {p}: {len(source) - len(set(source) & seen)} records lost"
-        duplicates += len(mirrored) - len(first)
-    print(f"target broker {leader} killed and restarted: 0 lost, {duplicates} duplicates (at least once)")
+    _check_copy(
+        bootstraps["A"],
+        topic,
+        target,
+        remote,
+        exactly_once=exactly_once,
+        what=f"target broker {leader} killed and restarted",
+    )
 
 
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
@@ -245,24 +250,7 @@ def test_whole_target_down_30s_mid_stream_loses_nothing(
     finally:
         mirror.request_stop()
         runner.join(120)
-    if exactly_once:
-        for p in range(PARTITIONS):
-            expected = [r.value for r in read_partition(bootstraps["A"], topic, p)]
-            mirrored = [r.value for r in read_partition(target, remote, p)]  # read_committed
-            assert mirrored == expected, (
-                f"partition {p}: {len(set(expected) - set(mirrored))} lost, "
-                f"{len(mirrored) - len(set(mirrored))} duplicates"
-            )
-        print("whole target down 30 s (exactly-once): 0 lost, 0 duplicates")
-        return
-    duplicates = 0
-    for p in range(PARTITIONS):
-        source = [r.value for r in read_partition(bootstraps["A"], topic, p)]
-        mirrored = [r.value for r in read_partition(target, remote, p)]
-        first = list(dict.fromkeys(mirrored))
-        assert first == source, f"partition {p}: {len(set(source) - set(mirrored))} records lost"
-        duplicates += len(mirrored) - len(first)
-    print(f"whole target down 30 s: 0 lost, {duplicates} duplicates (at least once)")
+    _check_copy(bootstraps["A"], topic, target, remote, exactly_once=exactly_once, what="whole target down 30 s")
 
 
 def test_source_broker_killed_mid_stream_exactly_once_loses_and_duplicates_nothing(

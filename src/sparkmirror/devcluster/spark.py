@@ -109,6 +109,10 @@ class SparkStandalone:
     def __init__(self, directory: Path | str = DEFAULT_SPARK_DIR) -> None:
         self.directory = Path(directory).absolute()
         self._state_file = self.directory / "state.json"
+        #: The daemons this object started, by name: whether one exited is asked of its process
+        #: (``poll``), never read from ``/proc/<pid>/cmdline``, which is empty for a moment while
+        #: spark-class execs the JVM (read then, a starting worker looked dead).
+        self._started: dict[str, subprocess.Popen[bytes]] = {}
 
     # -- state ------------------------------------------------------------------
     def status(self) -> StandaloneState | None:
@@ -210,6 +214,7 @@ class SparkStandalone:
             env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         out.close()
+        self._started[daemon.name] = proc
         log.info("started Spark %s (pid %d, port %d)", daemon.name, proc.pid, daemon.port)
         return proc.pid
 
@@ -217,7 +222,7 @@ class SparkStandalone:
         deadline = time.monotonic() + timeout_s
         alive = 0
         while time.monotonic() < deadline:
-            dead = [d for d in (state.master, *state.workers) if not d.is_running(self.directory)]
+            dead = [d for d in (state.master, *state.workers) if self._exited(d)]
             if dead:
                 logfile = self.log_dir / f"{dead[0].name}.log"
                 tail = logfile.read_text(errors="replace")[-3000:] if logfile.exists() else ""
@@ -230,6 +235,13 @@ class SparkStandalone:
             f"{alive} of {len(state.workers)} Spark workers registered with the master at {state.url} "
             f"within {timeout_s:.0f}s; see {self.log_dir}"
         )
+
+    def _exited(self, daemon: DaemonState) -> bool:
+        """A daemon started here has exited (its exit status is there); any other: it no longer runs."""
+        proc = self._started.get(daemon.name)
+        if proc is not None and proc.pid == daemon.pid:
+            return proc.poll() is not None
+        return not daemon.is_running(self.directory)
 
     @staticmethod
     def alive_workers(state: StandaloneState) -> int:

@@ -47,6 +47,7 @@ import argparse
 import json
 import time
 import tracemalloc
+from typing import Any
 
 from sparkmirror.core.offsetmap import CHAIN_MAX_BATCHES, OffsetMap, Segment
 
@@ -60,18 +61,18 @@ def _best(fn, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
     return best
 
 
-def on_broker(bootstrap: str, partitions: int, segments: int, batch: int, loads: int, batch_s: float) -> dict:  # type: ignore[type-arg]
-    """Write ``partitions`` x ``segments`` offset-map records to a fresh topic; time the real loader."""
+def _fresh_map_topic(bootstrap: str) -> tuple[Any, str, Any]:
+    """A throwaway flow (a new source alias) and its offset-map topic, created on ``bootstrap`` as
+    the store lays it out: one partition, compacted (kafka.internal.ensure_topic). Returns the flow,
+    the topic and the admin client that created it (to delete it)."""
     import tempfile
     import uuid
     from pathlib import Path
 
-    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from sparkmirror.config import load_config
     from sparkmirror.core.naming import offset_map_topic
-    from sparkmirror.offsets.store import read_offset_map
 
     alias = f"om{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,8 +84,17 @@ def on_broker(bootstrap: str, partitions: int, segments: int, batch: int, loads:
         flow = load_config(props).flows[0]
     topic = offset_map_topic(flow.source)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    # One partition, compacted: the store's layout (kafka.internal.ensure_topic).
     admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result()
+    return flow, topic, admin
+
+
+def on_broker(bootstrap: str, partitions: int, segments: int, batch: int, loads: int, batch_s: float) -> dict:  # type: ignore[type-arg]
+    """Write ``partitions`` x ``segments`` offset-map records to a fresh topic; time the real loader."""
+    from confluent_kafka import Producer
+
+    from sparkmirror.offsets.store import read_offset_map
+
+    flow, topic, admin = _fresh_map_topic(bootstrap)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                          "queue.buffering.max.messages": 1_000_000, "acks": "all"})  # fmt: skip
     now_ms = int(time.time() * 1000)
@@ -149,29 +159,13 @@ def chains_on_broker(
     """A map of ``hours`` of exactly-once batches shaped as the fold leaves it; time the real loader."""
     import array
     import resource
-    import tempfile
-    import uuid
-    from pathlib import Path
 
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    from sparkmirror.config import load_config
-    from sparkmirror.core.naming import offset_map_topic
     from sparkmirror.core.offsetmap import Chain
     from sparkmirror.offsets.store import read_offset_map
 
-    alias = f"om{uuid.uuid4().hex[:6]}"
-    with tempfile.TemporaryDirectory() as tmp:
-        props = Path(tmp) / "mm2.properties"
-        props.write_text(
-            f"clusters = {alias}, B\n{alias}.bootstrap.servers = {bootstrap}\nB.bootstrap.servers = {bootstrap}\n"
-            f"{alias}->B.enabled = true\nsparkmirror.checkpoint.location = {tmp}/cp\n"
-        )
-        flow = load_config(props).flows[0]
-    topic = offset_map_topic(flow.source)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result()
+    flow, topic, admin = _fresh_map_topic(bootstrap)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
                          "queue.buffering.max.kbytes": 512_000, "acks": "all"})  # fmt: skip
     batches = int(hours * 3600 / batch_s)  # per partition, chained

@@ -40,6 +40,8 @@ DEFAULT_BASE_PORT = 19092
 PORTS_PER_CLUSTER = 10
 MAX_BROKERS = PORTS_PER_CLUSTER // 2
 BROKER_HEAP = os.environ.get("SPARKMIRROR_BROKER_HEAP", "512m")
+#: ``log.index.size.max.bytes`` of the dev brokers (Kafka's default: 10 MB); see ``_write_properties``.
+DEV_INDEX_BYTES = 1024 * 1024
 
 _LOG4J2 = """\
 status = error
@@ -276,6 +278,12 @@ class DevClusters:
             "num.network.threads": 2,
             "num.io.threads": 4,
             "log.cleaner.backoff.ms": 1000,
+            # Each new log segment preallocates a sparse offset index and time index of this size and
+            # maps them; the first touches fault in readahead-sized pieces that the kernel zero-fills.
+            # With the 8 MB readahead of this machine's disk (read_ahead_kb=8192) Kafka's 10 MB default
+            # made a broker spend most of its CPU in memset for fresh topics (docs/performance.md,
+            # "the target broker's memset"). 1 MB still indexes 512 MB of log per segment.
+            "log.index.size.max.bytes": DEV_INDEX_BYTES,
         }
         if cluster.security != "plaintext":
             props.update(self.security().broker_properties(cluster.security, broker.port, broker.controller_port))

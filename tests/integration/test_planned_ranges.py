@@ -22,7 +22,7 @@ import pytest
 from kafka_helpers import Rec, create_topics, produce, unique
 from sparkmirror.core.ranges import SourceRange
 from sparkmirror.pipeline import ranges
-from sparkmirror.pipeline.ranges import planned_ranges
+from sparkmirror.pipeline.ranges import parse_range_text, planned_ranges
 
 PARTITIONS = 3
 #: Records per partition: uneven, so that a range of the wrong partition shows.
@@ -82,9 +82,19 @@ def _run_query(
     return batches
 
 
+@pytest.mark.parametrize("path", ["text", "field-by-field"])
 @pytest.mark.parametrize("max_offsets", [None, 25], ids=["one-batch", "max-offsets-per-trigger"])
-def test_planned_ranges_are_the_offsets_produced(bootstraps, spark, checkpoints: Path, max_offsets):
-    """On the installed Spark the shape is found, and each batch's ranges are exactly the records it holds."""
+def test_planned_ranges_are_the_offsets_produced(bootstraps, spark, checkpoints: Path, max_offsets, path, monkeypatch):
+    """On the installed Spark the shape is found, and each batch's ranges are exactly the records it holds,
+    read from the partitions' text in one call (the job's way) or field by field (its fallback)."""
+    parsed: list[object] = []
+
+    def parse(text: str) -> list[SourceRange] | None:
+        got = None if path == "field-by-field" else parse_range_text(text)
+        parsed.append(got)
+        return got
+
+    monkeypatch.setattr("sparkmirror.pipeline.ranges.parse_range_text", parse)
     topic = unique("ranges")
     _produce(bootstraps["A"], topic)
 
@@ -117,6 +127,8 @@ def test_planned_ranges_are_the_offsets_produced(bootstraps, spark, checkpoints:
         assert ranges[-1].until == n, f"partition {p}: {ranges}"
     if max_offsets:
         assert len(batches) >= sum(COUNTS.values()) // max_offsets, "maxOffsetsPerTrigger did not split the input"
+    if path == "text":
+        assert parsed and all(p is not None for p in parsed), f"Spark {spark.version}: the partitions' text not read"
 
 
 def test_another_shape_gives_none_without_a_warning(spark, caplog, monkeypatch):

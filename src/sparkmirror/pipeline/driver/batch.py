@@ -186,10 +186,12 @@ class BatchHandler:
         # case this thread is another one (pyspark without pinned threads).
         self.spark.sparkContext.setLocalProperty(SCHEDULER_POOL, pool_name(self.flow.name))
         self._ensure_partitions()
+        grown = time.monotonic()
         # Read per batch: topic limits may have changed, and the tasks extend each partition's
         # last segment.
         plan = dataclasses.replace(self.plan, tails=self.store.tails(), writers=dict(self.writers))
         ranges = planned_ranges(batch_df)
+        planned = time.monotonic()
         backwards = {r.topic for r in ranges or () if r.until < r.start}
         if backwards and self.on_offsets_backwards is not None:
             self.on_offsets_backwards(backwards)  # a re-created topic stops the flow here
@@ -229,14 +231,17 @@ class BatchHandler:
         if self.metrics is not None:
             self.metrics.batch(results, finished - started, time.time())
         log.debug(
-            "flow=%s batch %d: %d records from %d partitions in %.0f ms (prepare %.0f, copy %.0f, "
-            "offset map %.0f, after %.0f)",
+            "flow=%s batch %d: %d records from %d partitions in %.0f ms (prepare %.0f: new partitions %.0f, "
+            "planned ranges %.0f, source log starts %.0f; copy %.0f, offset map %.0f, after %.0f)",
             self.flow.name,
             batch_id,
             sum(r.records for r in results),
             len(results),
             (finished - started) * 1000,
             (prepared - started) * 1000,
+            (grown - started) * 1000,
+            (planned - grown) * 1000,
+            (prepared - planned) * 1000,
             (written - prepared) * 1000,
             (copied - written) * 1000,
             (finished - copied) * 1000,

@@ -72,14 +72,15 @@ def _read_ranges(plan: JavaObject, jvm: JavaObject) -> list[SourceRange]:
     rdd = _find_source_rdd(plan.rdd(), 0)
     if rdd is None:
         raise _ShapeNotFound(f"no {_SOURCE_RDD} within {_MAX_DEPTH} dependencies of the batch's RDD")
-    partitions = rdd.partitions()
-    # One Py4J call for the whole batch: reading each range's six fields took ten calls a partition,
+    # A few Py4J calls for the whole batch: reading each range's fields took ten calls a partition,
     # about a second a batch at 1,000 partitions (docs/performance.md).
-    ranges = parse_range_text(str(jvm.java.util.Arrays.toString(partitions)))
+    text = _input_partitions_text(rdd, jvm)
+    ranges = parse_range_text(text) if text is not None else None
+    del text  # it holds the executors' Kafka parameters
     if ranges is not None:
         return ranges
     ranges = []
-    for part in partitions:
+    for part in rdd.partitions():
         for kafka_partition in _input_partitions(part):
             r = kafka_partition.offsetRange()
             tp = r.topicPartition()
@@ -87,9 +88,20 @@ def _read_ranges(plan: JavaObject, jvm: JavaObject) -> list[SourceRange]:
     return ranges
 
 
+def _input_partitions_text(rdd: JavaObject, jvm: JavaObject) -> str | None:
+    """The text of the ``DataSourceRDD``'s input partitions (its private ``inputPartitions``, one per
+    RDD partition), or ``None`` if this Spark has no such field."""
+    try:
+        field = rdd.getClass().getDeclaredField("inputPartitions")
+        field.setAccessible(True)
+        return str(jvm.scala.runtime.ScalaRunTime.stringOf(field.get(rdd)))
+    except Py4JError:
+        return None
+
+
 def parse_range_text(text: str) -> list[SourceRange] | None:
-    """The ranges in the text of a batch's ``DataSourceRDDPartition``\\ s, or ``None`` if it is not the
-    expected shape (then the ranges are read field by field).
+    """The ranges in the text of a batch's input partitions, or ``None`` if it is not the expected
+    shape (then the ranges are read field by field).
 
     Each ``KafkaBatchInputPartition(...)`` holds a ``KafkaOffsetRange(<topic>-<partition>,<from>,
     <until>,<preferred location>)`` (Scala case classes; Kafka's ``TopicPartition`` prints as

@@ -12,24 +12,22 @@ from sparkmirror.pipeline.ranges import parse_range_text
 PARAMS = '{bootstrap.servers=127.0.0.1:9092, sasl.jaas.config=x required password="s3cret";, group.id=g}'
 
 
-def _partition(i: int, topic: str, p: int, start: int, until: int, loc: str = "None") -> str:
-    return (
-        f"DataSourceRDDPartition({i},Some(KafkaBatchInputPartition(KafkaOffsetRange({topic}-{p},{start},{until},"
-        f"{loc}),{PARAMS},120000,false,true)))"
-    )
+def _partition(topic: str, p: int, start: int, until: int, loc: str = "None") -> str:
+    """One input partition as Spark 4.2 prints its DataSourceRDD's ``inputPartitions``."""
+    return f"Some(KafkaBatchInputPartition(KafkaOffsetRange({topic}-{p},{start},{until},{loc}),{PARAMS},120000,false,true))"
 
 
 def test_every_range_is_read_with_dashes_and_dots_in_topic_names() -> None:
     text = (
-        "["
+        "List("
         + ", ".join(
             [
-                _partition(0, "orders", 0, 0, 40),
-                _partition(1, "A.orders-eu", 12, 100, 155, "Some(executor_host_1)"),
-                _partition(2, "a_b-c.d", 3, 7, 7),
+                _partition("orders", 0, 0, 40),
+                _partition("A.orders-eu", 12, 100, 155, "Some(executor_host_1)"),
+                _partition("a_b-c.d", 3, 7, 7),
             ]
         )
-        + "]"
+        + ")"
     )
     assert parse_range_text(text) == [
         SourceRange("orders", 0, 0, 40),
@@ -39,10 +37,10 @@ def test_every_range_is_read_with_dashes_and_dots_in_topic_names() -> None:
 
 
 def test_an_input_partition_without_a_readable_range_sends_the_reader_field_by_field() -> None:
-    text = "[" + _partition(0, "orders", 0, 0, 40) + ", DataSourceRDDPartition(1,Some(KafkaBatchInputPartition(X)))]"
+    text = "List(" + _partition("orders", 0, 0, 40) + ", Some(KafkaBatchInputPartition(X)))"
     assert parse_range_text(text) is None
 
 
 def test_text_of_another_shape_is_not_read() -> None:
-    assert parse_range_text("[]") is None
-    assert parse_range_text("[DataSourceRDDPartition(0,Some(SomethingElse(1,2)))]") is None
+    assert parse_range_text("List()") is None
+    assert parse_range_text("List(Some(SomethingElse(1,2)))") is None

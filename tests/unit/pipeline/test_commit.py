@@ -31,8 +31,10 @@ class FakeProducer:
         self.calls: list[tuple[Any, ...]] = []
         self.ends: dict[tuple[str, int], int] = {}
 
-    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = 0, on_delivery: Any = None,
-                **_kw: Any) -> None:  # fmt: skip
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = 0, callback: Any = None,
+                on_delivery: Any = None, timestamp: int = 0, headers: Any = None) -> None:  # fmt: skip
+        # librdkafka's signature: Sink.write passes the delivery callback by position (the callback slot).
+        on_delivery = callback or on_delivery
         offset = self.ends.get((topic, partition), 0)
         self.ends[(topic, partition)] = offset + 1
         if on_delivery is not None:

@@ -14,7 +14,8 @@ PARAMS = '{bootstrap.servers=127.0.0.1:9092, sasl.jaas.config=x required passwor
 
 def _partition(topic: str, p: int, start: int, until: int, loc: str = "None") -> str:
     """One input partition as Spark 4.2 prints its DataSourceRDD's ``inputPartitions``."""
-    return f"Some(KafkaBatchInputPartition(KafkaOffsetRange({topic}-{p},{start},{until},{loc}),{PARAMS},120000,false,true))"
+    offset_range = f"KafkaOffsetRange({topic}-{p},{start},{until},{loc})"
+    return f"Some(KafkaBatchInputPartition({offset_range},{PARAMS},120000,false,true))"
 
 
 def test_every_range_is_read_with_dashes_and_dots_in_topic_names() -> None:

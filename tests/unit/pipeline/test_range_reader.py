@@ -102,8 +102,19 @@ class Producer:
         self.next: dict[tuple[str, int], int] = defaultdict(int)
         self.written: list[tuple[str, int, bytes]] = []
 
-    def produce(self, topic: str, value: bytes, key: bytes, *, partition: int, on_delivery: Any, **_: Any) -> None:
-        self.pending.append((topic, partition, on_delivery))
+    def produce(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
+        # librdkafka's signature: Sink.write passes the delivery callback by position (the callback slot).
+        self.pending.append((topic, partition, callback or on_delivery))
         self.written.append((topic, partition, key))
 
     def poll(self, _t: float = 0) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Generator, Iterable, Iterator
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from sparkmirror.core.ranges import SourceRange
 from sparkmirror.pipeline.exceptions import WriteError
@@ -166,13 +166,13 @@ class RangeReader:
                 runs: dict[PartitionKey, list[Record]] = {}
                 for m in msgs:
                     err = m.error()
-                    key = cast(PartitionKey, (m.topic(), m.partition()))
+                    key: PartitionKey = (m.topic(), m.partition())  # type: ignore[assignment]
                     s = active.get(key)
                     if s is None:
                         if err is not None and err.code() != eof:
                             self._client_error(err)  # not about one partition: raises if fatal, else logs
                         continue  # a partition already complete (or fetched for an earlier task)
-                    offset = cast(int, m.offset())
+                    offset: int = m.offset()  # type: ignore[assignment]
                     if err is not None:
                         if err.code() != eof:
                             # Also UNKNOWN_TOPIC_OR_PART: the batch is replayed, and Spark leaves a

@@ -31,9 +31,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sparkmirror.pipeline.exceptions import WriteError
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +195,18 @@ def _detail(detail: Callable[[], str] | None) -> str:
     return f"; {text}" if text else ""
 
 
+def target_text(client: Producer, topic: str, partition: int | None = None) -> str:
+    """What ``client`` knows of the target now: who leads ``topic[partition]`` (every partition of
+    ``topic`` when None) and the brokers it lists.
+
+    Asks for the topic's metadata (at most 5 s), which also adds brokers that came back; raises
+    what ``list_topics`` raises.
+    """
+    md = client.list_topics(topic, timeout=5)
+    where = topic_text(md, topic) if partition is None else partition_text(md, topic, partition)
+    return f"{where}; brokers {brokers_text(md)}"
+
+
 def brokers_text(metadata: object) -> str:
     """The brokers a client's metadata lists: ``1 (host:port), 2 (host:port)``."""
     brokers = getattr(metadata, "brokers", None) or {}
@@ -208,3 +223,14 @@ def partition_text(metadata: object, topic: str, partition: int) -> str:
     if pm.error is not None or pm.leader < 0:
         return f"{topic}[{partition}]: no leader ({pm.error})"
     return f"{topic}[{partition}] leader broker {pm.leader}, in sync {sorted(pm.isrs)}"
+
+
+def topic_text(metadata: object, topic: str, most: int = 5) -> str:
+    """Who leads the first ``most`` partitions of ``topic`` according to a client's metadata."""
+    topics = getattr(metadata, "topics", None) or {}
+    tm = topics.get(topic)
+    if tm is None or not tm.partitions:
+        return f"{topic}: not in the target's metadata" + (f" ({tm.error})" if tm is not None and tm.error else "")
+    partitions = sorted(tm.partitions)
+    text = "; ".join(partition_text(metadata, topic, p) for p in partitions[:most])
+    return text + (f"; and {len(partitions) - most} more partitions" if len(partitions) > most else "")

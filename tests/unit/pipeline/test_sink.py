@@ -3,6 +3,8 @@ pairing of delivery reports with upstream offsets (report order = produce order,
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -10,6 +12,7 @@ import pytest
 
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.executor import sink as sink_module
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.sink import (
     PartitionWrite,
@@ -187,3 +190,136 @@ def test_zip_directories_are_kept_between_tasks(tmp_path: Any) -> None:
         sys.path.remove(str(archive))
         sys.modules.pop("zipped_mod_for_test", None)
         zipimport.zipimporter.invalidate_caches = original  # type: ignore[method-assign]
+
+
+# The sink's own waits on the target: a full local queue (the target does not acknowledge) and the
+# dead-letter topic's flush. Fakes of the producer only; the broker-side case is
+# tests/e2e/test_broker_faults.py.
+
+SECRET = "hunter2-not-for-logs"
+
+
+def _metadata(topic: str, partitions: int = 1) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        brokers={
+            2: SimpleNamespace(id=2, host="127.0.0.1", port=9094),
+            3: SimpleNamespace(id=3, host="127.0.0.1", port=9096),
+        },
+        topics={
+            topic: SimpleNamespace(
+                partitions={p: SimpleNamespace(leader=2, isrs=[3, 2], error=None) for p in range(partitions)},
+                error=None,
+            )
+        },
+    )
+
+
+class QueueFullProducer:
+    """Takes ``capacity`` records, then refuses more (``BufferError``) until ``frees_after_polls``
+    polls have served delivery reports; acknowledges nothing by itself."""
+
+    def __init__(self, capacity: int, frees_after_polls: int) -> None:
+        self.capacity = capacity
+        self.frees_after_polls = frees_after_polls
+        self.queued: list[tuple[str, int]] = []
+        self.polls_while_full = 0
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = 0, **_kw: Any) -> None:
+        if len(self.queued) >= self.capacity and self.polls_while_full < self.frees_after_polls:
+            raise BufferError("Local: Queue full")
+        self.queued.append((topic, partition))
+
+    def poll(self, timeout: float = 0) -> int:
+        if len(self.queued) >= self.capacity:
+            self.polls_while_full += 1
+            time.sleep(timeout)
+        return 0
+
+    def list_topics(self, topic: str, timeout: float = -1) -> Any:
+        return _metadata(topic)
+
+    def __len__(self) -> int:
+        return len(self.queued)
+
+
+class _OneProducer:
+    def __init__(self, producer: Any) -> None:
+        self.producer = producer
+
+    def producer_for(self, _p: Any) -> Any:
+        return self.producer
+
+    def open(self, _parts: Any) -> None:
+        pass
+
+    def begin(self, w: PartitionWrite) -> None:
+        w.begun = True
+
+
+def _secret_plan(**kw: Any) -> WritePlan:
+    return WritePlan(
+        flow="A->B",
+        source_alias="A",
+        policy=DefaultReplicationPolicy(),
+        producer_config={"sasl.password": SECRET, "delivery.timeout.ms": "120000"},
+        **kw,
+    )
+
+
+def _records(offsets: range) -> list[Any]:
+    return [(o, b"k", b"v", 1, None) for o in offsets]
+
+
+def test_a_full_producer_queue_says_what_it_waits_for_every_interval(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink_module, "WARN_EVERY_S", 0.2)
+    producer = QueueFullProducer(capacity=3, frees_after_polls=14)  # 14 polls of 50 ms: full for 0.7 s
+    sink = Sink(_secret_plan(), _OneProducer(producer))  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="sparkmirror"):
+        sink.write(("t", 0), _records(range(100, 104)))
+    assert sink.parts[("t", 0)].sent == [100, 101, 102, 103], "the record waited for is written once the queue frees"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert 2 <= len(warnings) <= 4, warnings  # one per interval of the wait, not one per poll
+    for text in warnings:
+        assert text.startswith("flow=A->B t[0] offsets 100..102: the producer's queue is full; offset 103 has waited")
+        assert "3 of t[0] -> A.t[0] leader broker 2, in sync [2, 3]" in text
+        assert "brokers 2 (127.0.0.1:9094), 3 (127.0.0.1:9096)" in text
+        assert "delivery.timeout.ms=120000" in text
+    assert SECRET not in caplog.text
+
+
+def test_a_producer_queue_that_frees_quickly_says_nothing(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink_module, "WARN_EVERY_S", 0.5)
+    producer = QueueFullProducer(capacity=3, frees_after_polls=2)  # free again after 0.1 s
+    sink = Sink(_secret_plan(), _OneProducer(producer))  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="sparkmirror"):
+        sink.write(("t", 0), _records(range(100, 104)))
+    assert producer.polls_while_full == 2
+    assert sink.parts[("t", 0)].sent == [100, 101, 102, 103]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_records_that_fit_the_producer_queue_read_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[float] = []
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            reads.append(0.0)
+            return time.monotonic()
+
+        @staticmethod
+        def time() -> float:
+            return time.time()
+
+    monkeypatch.setattr(sink_module, "time", Clock)
+    producer = QueueFullProducer(capacity=10_000, frees_after_polls=0)
+    sink = Sink(_secret_plan(), _OneProducer(producer))  # type: ignore[arg-type]
+    sink.write(("t", 0), _records(range(5_000)))
+    assert len(sink.parts[("t", 0)].sent) == 5_000
+    assert reads == [], "the hot path reads the clock only once the queue is full"

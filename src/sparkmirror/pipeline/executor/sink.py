@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from sparkmirror.core.offsetmap import Segment, segments_from_offsets
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor.plan import WORKER_ID, PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
-from sparkmirror.pipeline.executor.waits import WARN_EVERY_S, partition_text
+from sparkmirror.pipeline.executor.waits import WARN_EVERY_S, brokers_text, partition_text
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message, Producer
@@ -68,6 +68,8 @@ _POLL_EVERY = 1024
 _NO_TIMESTAMP = 2**63 - 1
 #: Seconds between polls of every producer of a task (exactly-once has one per partition).
 _POLL_ALL_S = 0.05
+#: Seconds a producer whose local queue is full serves delivery reports before it is offered the record again.
+_QUEUE_FULL_POLL_S = 0.05
 
 
 def record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
@@ -328,18 +330,18 @@ class Sink:
                     w.record_failures.append((offset, record, reason))
                     w.local_refusals += 1
                     continue
-            while True:
-                try:
-                    produce(
-                        remote, value, key_, partition=partition, timestamp=ts, headers=headers, on_delivery=on_delivery
-                    )
-                    sent.append(offset)
-                    break
-                except BufferError:
-                    producer.poll(0.05)  # the local queue is full: serve delivery reports until it fits
-                except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
-                    self._local_refusal(w, exc, record)
-                    break
+            try:
+                produce(
+                    remote, value, key_, partition=partition, timestamp=ts, headers=headers, on_delivery=on_delivery
+                )
+            except BufferError:
+                # The local queue is full: the slow path serves delivery reports until it fits.
+                if not self._produce_when_room(w, record):
+                    continue
+            except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
+                self._local_refusal(w, exc, record)
+                continue
+            sent.append(offset)
             if (len(sent) & (_POLL_EVERY - 1)) == 0:
                 producer.poll(0)
         w.bytes = written
@@ -356,6 +358,37 @@ class Sink:
                 p.poll(0)
         if self.plan.test_fail_after_records:
             self._test_hook_fail()
+
+    def _produce_when_room(self, w: PartitionWrite, record: Record) -> bool:
+        """:meth:`write`'s record once the producer's full queue takes it; False if it was refused."""
+        offset, key, value, ts, headers = record
+        producer = w.producer
+
+        def produce() -> None:
+            producer.produce(
+                w.remote, value, key, partition=w.partition, timestamp=ts, headers=headers, on_delivery=w.delivered
+            )
+
+        def waiting(waited: float) -> str:
+            held = (
+                f"{w.topic}[{w.partition}] offsets {w.first_offset}..{w.sent[-1]}"
+                if w.sent
+                else f"{w.topic}[{w.partition}]"
+            )
+            same = [p for p in self.parts.values() if p.producer is producer]
+            return (
+                f"flow={self.plan.flow} {held}: the producer's queue is full; offset {offset} has waited "
+                f"{waited:.0f}s for the target to acknowledge earlier records ({len(producer)} in the producer; "
+                f"librdkafka fails them after delivery.timeout.ms={delivery_timeout_ms(self.plan)}): "
+                f"{unacknowledged(producer, same)}"
+            )
+
+        try:
+            produce_when_room(producer, produce, waiting)
+        except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
+            self._local_refusal(w, exc, record)
+            return False
+        return True
 
     def _local_refusal(self, w: PartitionWrite, exc: Exception, record: Record) -> None:
         """A record the producer refused before sending: settled if it is a record error, else raises."""
@@ -405,6 +438,41 @@ class Sink:
             for w in self.parts.values():
                 w.producer.flush(30)
             raise RuntimeError(f"injected task failure after {written} records (test hook)")
+
+
+def produce_when_room(producer: Producer, produce: Callable[[], None], waiting: Callable[[float], str]) -> None:
+    """``produce()`` again until the producer's local queue takes the record, serving delivery
+    reports meanwhile; for a caller whose ``produce()`` raised :class:`BufferError`.
+
+    The queue stays full while the target does not acknowledge what it holds. librdkafka bounds
+    the wait: it fails queued records after ``delivery.timeout.ms``, which frees the queue (and
+    fails the batch once its acknowledgements are awaited). Until then the wait says what it waits
+    for (``waiting(seconds waited)``) every :data:`~.waits.WARN_EVERY_S` seconds. Errors of
+    ``produce()`` other than :class:`BufferError` are the caller's.
+    """
+    started = time.monotonic()
+    next_warning = started + WARN_EVERY_S
+    while True:
+        producer.poll(_QUEUE_FULL_POLL_S)
+        try:
+            produce()
+            return
+        except BufferError:
+            pass
+        now = time.monotonic()
+        if now >= next_warning:
+            next_warning += WARN_EVERY_S
+            try:
+                text = waiting(now - started)
+            except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
+                text = f"the producer's queue is full for {now - started:.0f}s (cannot describe: {exc})"
+            log.warning("%s", text)
+
+
+def delivery_timeout_ms(plan: WritePlan) -> str:
+    """How long librdkafka keeps trying a record: the producer's setting (one key, never the config)."""
+    conf = plan.producer_config
+    return conf.get("delivery.timeout.ms") or conf.get("message.timeout.ms") or "300000"
 
 
 def check_report_order(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None:
@@ -463,16 +531,26 @@ def await_acks(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWri
 
 
 def unacknowledged(producer: Producer, parts: Sequence[PartitionWrite]) -> str:
-    """The partitions still waiting for acknowledgements, each with its leader as ``producer`` sees it."""
+    """The partitions still waiting for acknowledgements, each with its leader as ``producer`` sees
+    it, and the target's brokers (the metadata of each topic asked for once, at most 5 s)."""
     waiting = [w for w in parts if w.pending > 0] or list(parts)
+    metadata: dict[str, object] = {}
     out = []
     for w in waiting[:5]:
-        try:
-            where = partition_text(producer.list_topics(w.remote, timeout=5), w.remote, w.partition)
-        except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
-            where = f"{w.remote}[{w.partition}]: metadata unavailable ({exc})"
+        if w.remote not in metadata:
+            try:
+                metadata[w.remote] = producer.list_topics(w.remote, timeout=5)
+            except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
+                metadata[w.remote] = exc
+        md = metadata[w.remote]
+        if isinstance(md, Exception):
+            where = f"{w.remote}[{w.partition}]: metadata unavailable ({md})"
+        else:
+            where = partition_text(md, w.remote, w.partition)
         out.append(f"{w.pending} of {w.topic}[{w.partition}] -> {where}")
-    return "; ".join(out) + (f"; and {len(waiting) - 5} more partitions" if len(waiting) > 5 else "")
+    text = "; ".join(out) + (f"; and {len(waiting) - 5} more partitions" if len(waiting) > 5 else "")
+    known = [md for md in metadata.values() if not isinstance(md, Exception)]
+    return text + (f"; brokers {brokers_text(known[-1])}" if known else "")
 
 
 def settle_record_failures(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWrite]) -> bool:

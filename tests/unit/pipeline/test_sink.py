@@ -20,6 +20,7 @@ from sparkmirror.pipeline.executor.sink import (
     check_report_order,
     finish_segments,
     record_size,
+    settle_record_failures,
 )
 from sparkmirror.pipeline.executor.sources import _headers, _runs
 
@@ -223,13 +224,21 @@ class QueueFullProducer:
     def __init__(self, capacity: int, frees_after_polls: int) -> None:
         self.capacity = capacity
         self.frees_after_polls = frees_after_polls
-        self.queued: list[tuple[str, int]] = []
+        self.queued: list[tuple[str, int, Any]] = []
         self.polls_while_full = 0
 
-    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = 0, **_kw: Any) -> None:
+    def produce(
+        self, topic: str, value: Any = None, key: Any = None, partition: int = -1, on_delivery: Any = None, **_kw: Any
+    ) -> None:
         if len(self.queued) >= self.capacity and self.polls_while_full < self.frees_after_polls:
             raise BufferError("Local: Queue full")
-        self.queued.append((topic, partition))
+        self.queued.append((topic, partition, on_delivery))
+
+    def flush(self, _timeout: float = -1) -> int:
+        for i, (_topic, _partition, on_delivery) in enumerate(self.queued):
+            on_delivery(None, _Msg(i))
+        self.queued.clear()
+        return 0
 
     def poll(self, timeout: float = 0) -> int:
         if len(self.queued) >= self.capacity:
@@ -323,3 +332,116 @@ def test_records_that_fit_the_producer_queue_read_no_clock(monkeypatch: pytest.M
     sink.write(("t", 0), _records(range(5_000)))
     assert len(sink.parts[("t", 0)].sent) == 5_000
     assert reads == [], "the hot path reads the clock only once the queue is full"
+
+
+class SlowAcksProducer:
+    """Acknowledges what it holds ``acks_after_s`` after it is first flushed; a flush waits at most its timeout."""
+
+    def __init__(self, acks_after_s: float) -> None:
+        self.acks_after_s = acks_after_s
+        self.acks_at: float | None = None
+        self.queued: list[Any] = []
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, on_delivery: Any = None, **_kw: Any) -> None:
+        self.queued.append(on_delivery)
+
+    def flush(self, timeout: float = -1) -> int:
+        if self.acks_at is None:
+            self.acks_at = time.monotonic() + self.acks_after_s
+        wait = self.acks_at - time.monotonic()
+        if 0 <= timeout < wait:
+            time.sleep(timeout)
+            return len(self.queued)
+        time.sleep(max(0.0, wait))
+        for i, on_delivery in enumerate(self.queued):
+            on_delivery(None, _Msg(i))
+        self.queued.clear()
+        return 0
+
+    def poll(self, _timeout: float = 0) -> int:
+        return 0
+
+    def list_topics(self, topic: str, timeout: float = -1) -> Any:
+        return _metadata(topic, partitions=2)
+
+    def __len__(self) -> int:
+        return len(self.queued)
+
+
+def _refused(producer: Any, *offsets: int) -> PartitionWrite:
+    w = PartitionWrite("t", "A.t", 0, producer, None)
+    w.record_failures = [(o, (o, b"k", b"v", 1, None), "MSG_SIZE_TOO_LARGE: too large") for o in offsets]
+    return w
+
+
+def _waits(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "not yet acknowledged" in r.getMessage()]
+
+
+def test_a_dead_letter_flush_says_what_it_waits_for_every_interval(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink_module, "WARN_EVERY_S", 0.2)
+    monkeypatch.setattr(sink_module, "_FLUSH_SLICE_S", 0.05)
+    producer = SlowAcksProducer(acks_after_s=0.7)
+    w = _refused(producer, 5, 9)
+    plan = _secret_plan(errors_tolerance="all", dead_letter_topic="dlq")
+    with caplog.at_level(logging.WARNING, logger="sparkmirror"):
+        assert settle_record_failures(producer, plan, [w]) is False  # type: ignore[arg-type]
+    assert w.dead_lettered == 2
+    warnings = _waits(caplog)
+    assert 2 <= len(warnings) <= 4, warnings
+    for text in warnings:
+        assert text.startswith(
+            "flow=A->B: 2 records for dead-letter topic dlq not yet acknowledged by the target after"
+        )
+        assert "(giving up at 300s): t[0] offset=5, t[0] offset=9 -> dlq[0] leader broker 2, in sync [2, 3]; " in text
+        assert "dlq[1] leader broker 2, in sync [2, 3]; brokers 2 (127.0.0.1:9094), 3 (127.0.0.1:9096)" in text
+    assert SECRET not in caplog.text
+
+
+def test_a_dead_letter_flush_acknowledged_quickly_says_nothing_of_waiting(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink_module, "WARN_EVERY_S", 0.5)
+    monkeypatch.setattr(sink_module, "_FLUSH_SLICE_S", 0.05)
+    producer = SlowAcksProducer(acks_after_s=0.1)
+    w = _refused(producer, 5, 9)
+    with caplog.at_level(logging.WARNING, logger="sparkmirror"):
+        settle_record_failures(producer, _secret_plan(errors_tolerance="all", dead_letter_topic="dlq"), [w])  # type: ignore[arg-type]
+    assert w.dead_lettered == 2 and producer.queued == []
+    assert _waits(caplog) == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "flow=A->B t[0] offset=5 sent to dead-letter topic dlq: MSG_SIZE_TOO_LARGE: too large",
+        "flow=A->B t[0] offset=9 sent to dead-letter topic dlq: MSG_SIZE_TOO_LARGE: too large",
+    ]
+
+
+def test_a_dead_letter_flush_past_its_limit_fails_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sink_module, "_FLUSH_SLICE_S", 0.05)
+    producer = SlowAcksProducer(acks_after_s=10)
+    plan = _secret_plan(errors_tolerance="all", dead_letter_topic="dlq", flush_timeout_s=0.3)
+    started = time.monotonic()
+    with pytest.raises(
+        WriteError, match="could not write to dead-letter topic dlq: 2 records unacknowledged"
+    ) as raised:
+        settle_record_failures(producer, plan, [_refused(producer, 5, 9)])  # type: ignore[arg-type]
+    assert raised.value.retriable and time.monotonic() - started < 2
+
+
+def test_a_full_queue_under_the_dead_letter_topic_says_what_it_waits_for(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink_module, "WARN_EVERY_S", 0.2)
+    producer = QueueFullProducer(capacity=1, frees_after_polls=14)  # the second record waits 0.7 s
+    w = _refused(producer, 5, 9)
+    with caplog.at_level(logging.WARNING, logger="sparkmirror"):
+        settle_record_failures(producer, _secret_plan(errors_tolerance="all", dead_letter_topic="dlq"), [w])  # type: ignore[arg-type]
+    assert w.dead_lettered == 2
+    warnings = [r.getMessage() for r in caplog.records if "queue is full" in r.getMessage()]
+    assert 2 <= len(warnings) <= 4, warnings
+    for text in warnings:
+        assert text.startswith("flow=A->B t[0] offset=9: the producer's queue is full; the record has waited")
+        assert "to go to dead-letter topic dlq (1 in the producer; librdkafka fails them after" in text
+        assert "dlq[0] leader broker 2, in sync [2, 3]; brokers 2 (127.0.0.1:9094)" in text
+    assert SECRET not in caplog.text

@@ -14,6 +14,7 @@ partition's refusal, and the micro-batch is not committed.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +24,7 @@ from sparkmirror.core.offsetmap import Segment, segments_from_offsets
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor.plan import WORKER_ID, PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
-from sparkmirror.pipeline.executor.waits import WARN_EVERY_S, brokers_text, partition_text
+from sparkmirror.pipeline.executor.waits import WARN_EVERY_S, brokers_text, partition_text, target_text
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message, Producer
@@ -68,6 +69,8 @@ _POLL_EVERY = 1024
 _NO_TIMESTAMP = 2**63 - 1
 #: Seconds between polls of every producer of a task (exactly-once has one per partition).
 _POLL_ALL_S = 0.05
+#: Seconds of one flush while a task waits for acknowledgements (it checks its limit and warns between them).
+_FLUSH_SLICE_S = 1.0
 #: Seconds a producer whose local queue is full serves delivery reports before it is offered the record again.
 _QUEUE_FULL_POLL_S = 0.05
 
@@ -462,11 +465,7 @@ def produce_when_room(producer: Producer, produce: Callable[[], None], waiting: 
         now = time.monotonic()
         if now >= next_warning:
             next_warning += WARN_EVERY_S
-            try:
-                text = waiting(now - started)
-            except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
-                text = f"the producer's queue is full for {now - started:.0f}s (cannot describe: {exc})"
-            log.warning("%s", text)
+            _warn(waiting, now - started)
 
 
 def delivery_timeout_ms(plan: WritePlan) -> str:
@@ -496,30 +495,20 @@ def await_acks(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWri
     Every :data:`~.waits.WARN_EVERY_S` seconds of waiting says which partitions wait and who leads
     them; past ``plan.flush_timeout_s`` the batch fails.
     """
-    started = time.monotonic()
-    deadline = started + plan.flush_timeout_s
-    next_warning = started + WARN_EVERY_S
-    while True:
-        remaining = producer.flush(1.0)
-        if remaining == 0 and all(w.pending <= 0 for w in parts):
-            break
-        now = time.monotonic()
-        if now > deadline:
-            raise WriteError(
-                f"flow={plan.flow}: {remaining} records not acknowledged by the target within "
-                f"{plan.flush_timeout_s:.0f}s: {unacknowledged(producer, parts)}",
-                terminal=False,
-            )
-        if now >= next_warning:
-            next_warning += WARN_EVERY_S
-            log.warning(
-                "flow=%s: %d records not yet acknowledged by the target after %.0fs (giving up at %.0fs): %s",
-                plan.flow,
-                remaining,
-                now - started,
-                plan.flush_timeout_s,
-                unacknowledged(producer, parts),
-            )
+
+    def waiting(remaining: int, waited: float) -> str:
+        return (
+            f"flow={plan.flow}: {remaining} records not yet acknowledged by the target after {waited:.0f}s "
+            f"(giving up at {plan.flush_timeout_s:.0f}s): {unacknowledged(producer, parts)}"
+        )
+
+    remaining = flush_within(producer, plan.flush_timeout_s, lambda: all(w.pending <= 0 for w in parts), waiting)
+    if remaining is not None:
+        raise WriteError(
+            f"flow={plan.flow}: {remaining} records not acknowledged by the target within "
+            f"{plan.flush_timeout_s:.0f}s: {unacknowledged(producer, parts)}",
+            terminal=False,
+        )
     for w in parts:
         if w.failure is not None:
             upstream, name, text = w.failure
@@ -528,6 +517,38 @@ def await_acks(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWri
                 f"{w.remote}[{w.partition}] failed ({name}: {text}); the batch will be replayed",
                 terminal=False,
             )
+
+
+def flush_within(
+    producer: Producer, limit_s: float, done: Callable[[], bool], waiting: Callable[[int, float], str]
+) -> int | None:
+    """Flush ``producer`` until it holds nothing and ``done()``; None then, else (past ``limit_s``)
+    how many records it still holds.
+
+    Every :data:`~.waits.WARN_EVERY_S` seconds of waiting logs ``waiting(records held, seconds waited)``.
+    """
+    started = time.monotonic()
+    deadline = started + limit_s
+    next_warning = started + WARN_EVERY_S
+    while True:
+        remaining = producer.flush(_FLUSH_SLICE_S)
+        if remaining == 0 and done():
+            return None
+        now = time.monotonic()
+        if now > deadline:
+            return remaining
+        if now >= next_warning:
+            next_warning += WARN_EVERY_S
+            _warn(waiting, remaining, now - started)
+
+
+def _warn(waiting: Callable[..., str], *args: object) -> None:
+    """A waiting task's warning, ``waiting(*args)``; describing the wait must not fail it."""
+    try:
+        text = waiting(*args)
+    except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
+        text = f"a task waits on the target (cannot describe the wait: {exc})"
+    log.warning("%s", text)
 
 
 def unacknowledged(producer: Producer, parts: Sequence[PartitionWrite]) -> str:
@@ -576,8 +597,11 @@ def settle_record_failures(producer: Producer, plan: WritePlan, parts: Sequence[
             f"for {w.remote}[{w.partition}] ({reason}); {hint}"
         )
         return True
+    dlq = plan.dead_letter_topic
     dlq_errors: list[str] = []
-    for w, (upstream, record, reason) in failures:
+    #: The dead-lettered records whose delivery report has not arrived, by their order of production.
+    outstanding: dict[int, str] = {}
+    for n, (w, (upstream, record, reason)) in enumerate(failures):
         _offset, key, value, ts, hdrs = record
         meta: Headers = [
             (DLQ_HEADER_PREFIX + "topic", w.topic.encode()),
@@ -592,33 +616,50 @@ def settle_record_failures(producer: Producer, plan: WritePlan, parts: Sequence[
             # the source instead.
             dl_value = None
             meta.append((DLQ_HEADER_PREFIX + "value.omitted.bytes", str(len(value or b"")).encode()))
+        where = f"{w.topic}[{w.partition}] offset={upstream}"
 
-        def on_dl(err: KafkaError | None, _msg: Message, _u: int = upstream, _w: PartitionWrite = w) -> None:
+        def on_dl(err: KafkaError | None, _msg: Message, _n: int = n, _where: str = where) -> None:
+            outstanding.pop(_n, None)
             if err is not None:
-                dlq_errors.append(f"{_w.topic}[{_w.partition}] offset={_u}: {err.str()}")
+                dlq_errors.append(f"{_where}: {err.str()}")
 
-        producer.produce(
-            plan.dead_letter_topic,
-            value=dl_value,
-            key=key,
-            timestamp=ts,
-            headers=(hdrs or []) + meta,
-            on_delivery=on_dl,
+        send = functools.partial(
+            producer.produce, dlq, value=dl_value, key=key, timestamp=ts, headers=(hdrs or []) + meta, on_delivery=on_dl
         )
+
+        def queue_full(waited: float, _where: str = where) -> str:
+            return (
+                f"flow={plan.flow} {_where}: the producer's queue is full; the record has waited {waited:.0f}s "
+                f"to go to dead-letter topic {dlq} ({len(producer)} in the producer; librdkafka fails them "
+                f"after delivery.timeout.ms={delivery_timeout_ms(plan)}): {target_text(producer, dlq)}"
+            )
+
+        outstanding[n] = where
+        try:
+            send()
+        except BufferError:
+            produce_when_room(producer, send, queue_full)
         w.dead_lettered += 1
-        log.warning(
-            "flow=%s %s[%d] offset=%d sent to dead-letter topic %s: %s",
-            plan.flow,
-            w.topic,
-            w.partition,
-            upstream,
-            plan.dead_letter_topic,
-            reason,
+        log.warning("flow=%s %s sent to dead-letter topic %s: %s", plan.flow, where, dlq, reason)
+
+    def waiting(remaining: int, waited: float) -> str:
+        held = list(outstanding.values())
+        try:
+            target = target_text(producer, dlq)
+        except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
+            target = f"{dlq}: metadata unavailable ({exc})"
+        return (
+            f"flow={plan.flow}: {len(held)} records for dead-letter topic {dlq} not yet acknowledged by the "
+            f"target after {waited:.0f}s (giving up at {plan.flush_timeout_s:.0f}s): "
+            + ", ".join(held[:5])
+            + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+            + f" -> {target}"
         )
-    remaining = producer.flush(plan.flush_timeout_s)
-    if remaining or dlq_errors:
+
+    remaining = flush_within(producer, plan.flush_timeout_s, lambda: not outstanding, waiting)
+    if remaining is not None or dlq_errors:
         raise WriteError(
-            f"flow={plan.flow}: could not write to dead-letter topic {plan.dead_letter_topic}: "
+            f"flow={plan.flow}: could not write to dead-letter topic {dlq}: "
             + ("; ".join(dlq_errors[:3]) or f"{remaining} records unacknowledged"),
             terminal=False,
         )

@@ -5,7 +5,10 @@ progress, ``send_offsets_to_transaction``, ``commit_transaction``). Every such w
 here: it has a deadline, it logs a warning every :data:`WARN_EVERY_S` seconds naming what it
 waits for (flow, topic, partition, group, the target's brokers), and past the deadline it fails
 the task with a retriable :class:`WriteError`. Spark then retries the task with new clients
-(the failed ones are forgotten), and the batch is replayed if its retries fail too.
+(the failed ones are forgotten), and the batch is replayed if its retries fail too. The sink's
+own waits (a full producer queue, the acknowledgements, the dead-letter topic's flush:
+:mod:`.sink`) speak the same way, with the same interval and the helpers at the end of this module;
+``delivery.timeout.ms`` and the flush limit bound them.
 
 Why a thread for ``send_offsets_to_transaction``: librdkafka's call waits without a time limit in
 the calling thread; its ``timeout`` is only looked at when the group's coordinator answers. When

@@ -465,7 +465,7 @@ def produce_when_room(producer: Producer, produce: Callable[[], None], waiting: 
         now = time.monotonic()
         if now >= next_warning:
             next_warning += WARN_EVERY_S
-            _warn(waiting, now - started)
+            _warn(functools.partial(waiting, now - started))
 
 
 def delivery_timeout_ms(plan: WritePlan) -> str:
@@ -539,13 +539,13 @@ def flush_within(
             return remaining
         if now >= next_warning:
             next_warning += WARN_EVERY_S
-            _warn(waiting, remaining, now - started)
+            _warn(functools.partial(waiting, remaining, now - started))
 
 
-def _warn(waiting: Callable[..., str], *args: object) -> None:
-    """A waiting task's warning, ``waiting(*args)``; describing the wait must not fail it."""
+def _warn(waiting: Callable[[], str]) -> None:
+    """A waiting task's warning, ``waiting()``; describing the wait must not fail it."""
     try:
-        text = waiting(*args)
+        text = waiting()
     except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
         text = f"a task waits on the target (cannot describe the wait: {exc})"
     log.warning("%s", text)

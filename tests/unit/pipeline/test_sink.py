@@ -225,12 +225,14 @@ class QueueFullProducer:
         self.capacity = capacity
         self.frees_after_polls = frees_after_polls
         self.queued: list[tuple[str, int, Any]] = []
+        self.full = False
         self.polls_while_full = 0
 
     def produce(
         self, topic: str, value: Any = None, key: Any = None, partition: int = -1, on_delivery: Any = None, **_kw: Any
     ) -> None:
-        if len(self.queued) >= self.capacity and self.polls_while_full < self.frees_after_polls:
+        self.full = len(self.queued) >= self.capacity and self.polls_while_full < self.frees_after_polls
+        if self.full:
             raise BufferError("Local: Queue full")
         self.queued.append((topic, partition, on_delivery))
 
@@ -241,7 +243,7 @@ class QueueFullProducer:
         return 0
 
     def poll(self, timeout: float = 0) -> int:
-        if len(self.queued) >= self.capacity:
+        if self.full:
             self.polls_while_full += 1
             time.sleep(timeout)
         return 0

@@ -19,6 +19,7 @@ import sys
 import click
 
 from sparkmirror.errors import SparkMirrorError
+from sparkmirror.logs import FORMAT
 
 log = logging.getLogger("sparkmirror")
 
@@ -52,7 +53,7 @@ def _setup_logging(verbose: int) -> None:
     ``-v``; Spark's log4j from ERROR, from WARN with ``-v`` and INFO with ``-vv``.
     """
     level = logging.DEBUG if verbose > 1 else logging.INFO
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=level, format=FORMAT, stream=sys.stderr)
     librdkafka = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
     logging.getLogger("sparkmirror.kafka.librdkafka").setLevel(librdkafka)
     logging.getLogger("py4j").setLevel(logging.DEBUG if verbose > 2 else logging.WARNING)  # a line per call

@@ -3,6 +3,8 @@ pairing of delivery reports with upstream offsets (report order = produce order,
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -10,6 +12,7 @@ import pytest
 
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.executor import sink as sink_module
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.sink import (
     PartitionWrite,
@@ -17,6 +20,7 @@ from sparkmirror.pipeline.executor.sink import (
     check_report_order,
     finish_segments,
     record_size,
+    settle_record_failures,
 )
 from sparkmirror.pipeline.executor.sources import _headers, _runs
 
@@ -187,3 +191,268 @@ def test_zip_directories_are_kept_between_tasks(tmp_path: Any) -> None:
         sys.path.remove(str(archive))
         sys.modules.pop("zipped_mod_for_test", None)
         zipimport.zipimporter.invalidate_caches = original  # type: ignore[method-assign]
+
+
+# The sink's own waits on the target: a full local queue (the target does not acknowledge) and the
+# dead-letter topic's flush. Fakes of the producer only; the broker-side case is
+# tests/e2e/test_broker_faults.py.
+
+SECRET = "hunter2-not-for-logs"
+
+
+def _metadata(topic: str, partitions: int = 1) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        brokers={
+            2: SimpleNamespace(id=2, host="127.0.0.1", port=9094),
+            3: SimpleNamespace(id=3, host="127.0.0.1", port=9096),
+        },
+        topics={
+            topic: SimpleNamespace(
+                partitions={p: SimpleNamespace(leader=2, isrs=[3, 2], error=None) for p in range(partitions)},
+                error=None,
+            )
+        },
+    )
+
+
+class QueueFullProducer:
+    """Takes ``capacity`` records, then refuses more (``BufferError``) until ``frees_after_polls``
+    polls have served delivery reports; acknowledges nothing by itself."""
+
+    def __init__(self, capacity: int, frees_after_polls: int) -> None:
+        self.capacity = capacity
+        self.frees_after_polls = frees_after_polls
+        self.queued: list[tuple[str, int, Any]] = []
+        self.full = False
+        self.polls_while_full = 0
+
+    def produce(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
+        # librdkafka's signature: Sink.write passes the delivery callback by position (the callback slot).
+        self.full = len(self.queued) >= self.capacity and self.polls_while_full < self.frees_after_polls
+        if self.full:
+            raise BufferError("Local: Queue full")
+        self.queued.append((topic, partition, callback or on_delivery))
+
+    def flush(self, _timeout: float = -1) -> int:
+        for i, (_topic, _partition, on_delivery) in enumerate(self.queued):
+            on_delivery(None, _Msg(i))
+        self.queued.clear()
+        return 0
+
+    def poll(self, timeout: float = 0) -> int:
+        if self.full:
+            self.polls_while_full += 1
+            time.sleep(timeout)
+        return 0
+
+    def list_topics(self, topic: str, timeout: float = -1) -> Any:
+        return _metadata(topic)
+
+    def __len__(self) -> int:
+        return len(self.queued)
+
+
+class _OneProducer:
+    def __init__(self, producer: Any) -> None:
+        self.producer = producer
+
+    def producer_for(self, _p: Any) -> Any:
+        return self.producer
+
+    def open(self, _parts: Any) -> None:
+        pass
+
+    def begin(self, w: PartitionWrite) -> None:
+        w.begun = True
+
+
+def _secret_plan(**kw: Any) -> WritePlan:
+    return WritePlan(
+        flow="A->B",
+        source_alias="A",
+        policy=DefaultReplicationPolicy(),
+        producer_config={"sasl.password": SECRET, "delivery.timeout.ms": "120000"},
+        **kw,
+    )
+
+
+def _records(offsets: range) -> list[Any]:
+    return [(o, b"k", b"v", 1, None) for o in offsets]
+
+
+def test_a_full_producer_queue_says_what_it_waits_for_every_interval(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink_module, "WARN_EVERY_S", 0.2)
+    producer = QueueFullProducer(capacity=3, frees_after_polls=14)  # 14 polls of 50 ms: full for 0.7 s
+    sink = Sink(_secret_plan(), _OneProducer(producer))  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="sparkmirror"):
+        sink.write(("t", 0), _records(range(100, 104)))
+    assert sink.parts[("t", 0)].sent == [100, 101, 102, 103], "the record waited for is written once the queue frees"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert 2 <= len(warnings) <= 4, warnings  # one per interval of the wait, not one per poll
+    for text in warnings:
+        assert text.startswith("flow=A->B t[0] offsets 100..102: the producer's queue is full; offset 103 has waited")
+        assert "3 of t[0] -> A.t[0] leader broker 2, in sync [2, 3]" in text
+        assert "brokers 2 (127.0.0.1:9094), 3 (127.0.0.1:9096)" in text
+        assert "delivery.timeout.ms=120000" in text
+    assert SECRET not in caplog.text
+
+
+def test_a_producer_queue_that_frees_quickly_says_nothing(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink_module, "WARN_EVERY_S", 0.5)
+    producer = QueueFullProducer(capacity=3, frees_after_polls=2)  # free again after 0.1 s
+    sink = Sink(_secret_plan(), _OneProducer(producer))  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="sparkmirror"):
+        sink.write(("t", 0), _records(range(100, 104)))
+    assert producer.polls_while_full == 2
+    assert sink.parts[("t", 0)].sent == [100, 101, 102, 103]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_records_that_fit_the_producer_queue_read_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[float] = []
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            reads.append(0.0)
+            return time.monotonic()
+
+        @staticmethod
+        def time() -> float:
+            return time.time()
+
+    monkeypatch.setattr(sink_module, "time", Clock)
+    producer = QueueFullProducer(capacity=10_000, frees_after_polls=0)
+    sink = Sink(_secret_plan(), _OneProducer(producer))  # type: ignore[arg-type]
+    sink.write(("t", 0), _records(range(5_000)))
+    assert len(sink.parts[("t", 0)].sent) == 5_000
+    assert reads == [], "the hot path reads the clock only once the queue is full"
+
+
+class SlowAcksProducer:
+    """Acknowledges what it holds ``acks_after_s`` after it is first flushed; a flush waits at most its timeout."""
+
+    def __init__(self, acks_after_s: float) -> None:
+        self.acks_after_s = acks_after_s
+        self.acks_at: float | None = None
+        self.queued: list[Any] = []
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, on_delivery: Any = None, **_kw: Any) -> None:
+        self.queued.append(on_delivery)
+
+    def flush(self, timeout: float = -1) -> int:
+        if self.acks_at is None:
+            self.acks_at = time.monotonic() + self.acks_after_s
+        wait = self.acks_at - time.monotonic()
+        if 0 <= timeout < wait:
+            time.sleep(timeout)
+            return len(self.queued)
+        time.sleep(max(0.0, wait))
+        for i, on_delivery in enumerate(self.queued):
+            on_delivery(None, _Msg(i))
+        self.queued.clear()
+        return 0
+
+    def poll(self, _timeout: float = 0) -> int:
+        return 0
+
+    def list_topics(self, topic: str, timeout: float = -1) -> Any:
+        return _metadata(topic, partitions=2)
+
+    def __len__(self) -> int:
+        return len(self.queued)
+
+
+def _refused(producer: Any, *offsets: int) -> PartitionWrite:
+    w = PartitionWrite("t", "A.t", 0, producer, None)
+    w.record_failures = [(o, (o, b"k", b"v", 1, None), "MSG_SIZE_TOO_LARGE: too large") for o in offsets]
+    return w
+
+
+def _waits(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "not yet acknowledged" in r.getMessage()]
+
+
+def test_a_dead_letter_flush_says_what_it_waits_for_every_interval(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink_module, "WARN_EVERY_S", 0.2)
+    monkeypatch.setattr(sink_module, "_FLUSH_SLICE_S", 0.05)
+    producer = SlowAcksProducer(acks_after_s=0.7)
+    w = _refused(producer, 5, 9)
+    plan = _secret_plan(errors_tolerance="all", dead_letter_topic="dlq")
+    with caplog.at_level(logging.WARNING, logger="sparkmirror"):
+        assert settle_record_failures(producer, plan, [w]) is False  # type: ignore[arg-type]
+    assert w.dead_lettered == 2
+    warnings = _waits(caplog)
+    assert 2 <= len(warnings) <= 4, warnings
+    for text in warnings:
+        assert text.startswith(
+            "flow=A->B: 2 records for dead-letter topic dlq not yet acknowledged by the target after"
+        )
+        assert "(giving up at 300s): t[0] offset=5, t[0] offset=9 -> dlq[0] leader broker 2, in sync [2, 3]; " in text
+        assert "dlq[1] leader broker 2, in sync [2, 3]; brokers 2 (127.0.0.1:9094), 3 (127.0.0.1:9096)" in text
+    assert SECRET not in caplog.text
+
+
+def test_a_dead_letter_flush_acknowledged_quickly_says_nothing_of_waiting(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink_module, "WARN_EVERY_S", 0.5)
+    monkeypatch.setattr(sink_module, "_FLUSH_SLICE_S", 0.05)
+    producer = SlowAcksProducer(acks_after_s=0.1)
+    w = _refused(producer, 5, 9)
+    with caplog.at_level(logging.WARNING, logger="sparkmirror"):
+        settle_record_failures(producer, _secret_plan(errors_tolerance="all", dead_letter_topic="dlq"), [w])  # type: ignore[arg-type]
+    assert w.dead_lettered == 2 and producer.queued == []
+    assert _waits(caplog) == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "flow=A->B t[0] offset=5 sent to dead-letter topic dlq: MSG_SIZE_TOO_LARGE: too large",
+        "flow=A->B t[0] offset=9 sent to dead-letter topic dlq: MSG_SIZE_TOO_LARGE: too large",
+    ]
+
+
+def test_a_dead_letter_flush_past_its_limit_fails_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sink_module, "_FLUSH_SLICE_S", 0.05)
+    producer = SlowAcksProducer(acks_after_s=10)
+    plan = _secret_plan(errors_tolerance="all", dead_letter_topic="dlq", flush_timeout_s=0.3)
+    started = time.monotonic()
+    with pytest.raises(
+        WriteError, match="could not write to dead-letter topic dlq: 2 records unacknowledged"
+    ) as raised:
+        settle_record_failures(producer, plan, [_refused(producer, 5, 9)])  # type: ignore[arg-type]
+    assert raised.value.retriable and time.monotonic() - started < 2
+
+
+def test_a_full_queue_under_the_dead_letter_topic_says_what_it_waits_for(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink_module, "WARN_EVERY_S", 0.2)
+    producer = QueueFullProducer(capacity=1, frees_after_polls=14)  # the second record waits 0.7 s
+    w = _refused(producer, 5, 9)
+    with caplog.at_level(logging.WARNING, logger="sparkmirror"):
+        settle_record_failures(producer, _secret_plan(errors_tolerance="all", dead_letter_topic="dlq"), [w])  # type: ignore[arg-type]
+    assert w.dead_lettered == 2
+    warnings = [r.getMessage() for r in caplog.records if "queue is full" in r.getMessage()]
+    assert 2 <= len(warnings) <= 4, warnings
+    for text in warnings:
+        assert text.startswith("flow=A->B t[0] offset=9: the producer's queue is full; the record has waited")
+        assert "to go to dead-letter topic dlq (1 in the producer; librdkafka fails them after" in text
+        assert "dlq[0] leader broker 2, in sync [2, 3]; brokers 2 (127.0.0.1:9094)" in text
+    assert SECRET not in caplog.text

@@ -39,7 +39,7 @@ from sparkmirror.pipeline.executor.sink import (
     finish_segments,
     settle_record_failures,
 )
-from sparkmirror.pipeline.executor.waits import brokers_text, call_within, partition_text, retry_within
+from sparkmirror.pipeline.executor.waits import call_within, retry_within, target_text
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
@@ -176,12 +176,12 @@ class Transactional:
         def refresh() -> None:
             # A broker that came back is added to the producer's metadata, and librdkafka asks for
             # the group's coordinator again (see waits' module docstring).
-            seen["target"] = _target_text(producer, first.remote, first.partition)
+            seen["target"] = target_text(producer, first.remote, first.partition)
 
         def waiting_for_group() -> str:
             return (
                 f"waiting for the coordinator of group {plan.progress_group} on the target "
-                f"(target: {seen.get('target') or _target_text(producer, first.remote, first.partition)})"
+                f"(target: {seen.get('target') or target_text(producer, first.remote, first.partition)})"
             )
 
         what = f"{where}: send_offsets_to_transaction({tid}, {len(positions)} partitions)"
@@ -203,7 +203,7 @@ class Transactional:
         def waiting_for_coordinator() -> str:
             return (
                 f"waiting for the transaction coordinator of {tid} "
-                f"(target: {_target_text(producer, first.remote, first.partition)})"
+                f"(target: {target_text(producer, first.remote, first.partition)})"
             )
 
         try:
@@ -244,15 +244,6 @@ class Transactional:
             clients.forget(producer)
         for w in parts:
             clients.forget(w.producer)
-
-
-def _target_text(client: Producer, topic: str, partition: int) -> str:
-    """What ``client`` knows of the target now: the partition's leader and the brokers it lists.
-
-    Asks for the topic's metadata (at most 5 s), which also adds brokers that came back.
-    """
-    md = client.list_topics(topic, timeout=5)
-    return f"{partition_text(md, topic, partition)}; brokers {brokers_text(md)}"
 
 
 def _ranges(parts: Sequence[PartitionWrite], most: int = 5) -> str:

@@ -14,16 +14,17 @@ partition's refusal, and the micro-batch is not committed.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from sparkmirror.core.offsetmap import Segment, segments_from_offsets
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor.plan import WORKER_ID, PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
-from sparkmirror.pipeline.executor.waits import WARN_EVERY_S, partition_text
+from sparkmirror.pipeline.executor.waits import WARN_EVERY_S, brokers_text, partition_text, target_text
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message, Producer
@@ -68,6 +69,10 @@ _POLL_EVERY = 1024
 _NO_TIMESTAMP = 2**63 - 1
 #: Seconds between polls of every producer of a task (exactly-once has one per partition).
 _POLL_ALL_S = 0.05
+#: Seconds of one flush while a task waits for acknowledgements (it checks its limit and warns between them).
+_FLUSH_SLICE_S = 1.0
+#: Seconds a producer whose local queue is full serves delivery reports before it is offered the record again.
+_QUEUE_FULL_POLL_S = 0.05
 
 
 def record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
@@ -328,19 +333,19 @@ class Sink:
                     w.record_failures.append((offset, record, reason))
                     w.local_refusals += 1
                     continue
-            while True:
-                try:
-                    # Positional: (topic, value, key, partition, callback, on_delivery, timestamp, headers).
-                    # Keywords cost about 1.3 µs a record more (docs/performance.md);
-                    # tests/unit/pipeline/test_produce_arguments.py pins the order.
-                    produce(remote, value, key_, partition, on_delivery, None, ts, headers)
-                    sent.append(offset)
-                    break
-                except BufferError:
-                    producer.poll(0.05)  # the local queue is full: serve delivery reports until it fits
-                except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
-                    self._local_refusal(w, exc, record)
-                    break
+            try:
+                # Positional: (topic, value, key, partition, callback, on_delivery, timestamp, headers).
+                # Keywords cost about 1.3 µs a record more (docs/performance.md);
+                # tests/unit/pipeline/test_produce_arguments.py pins the order.
+                produce(remote, value, key_, partition, on_delivery, None, ts, headers)
+            except BufferError:
+                # The local queue is full: the slow path serves delivery reports until it fits.
+                if not self._produce_when_room(w, record):
+                    continue
+            except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
+                self._local_refusal(w, exc, record)
+                continue
+            sent.append(offset)
             if (len(sent) & (_POLL_EVERY - 1)) == 0:
                 producer.poll(0)
         w.bytes = written
@@ -357,6 +362,37 @@ class Sink:
                 p.poll(0)
         if self.plan.test_fail_after_records:
             self._test_hook_fail()
+
+    def _produce_when_room(self, w: PartitionWrite, record: Record) -> bool:
+        """:meth:`write`'s record once the producer's full queue takes it; False if it was refused."""
+        offset, key, value, ts, headers = record
+        producer = w.producer
+
+        def produce() -> None:
+            producer.produce(
+                w.remote, value, key, partition=w.partition, timestamp=ts, headers=headers, on_delivery=w.delivered
+            )
+
+        def waiting(waited: float) -> str:
+            held = (
+                f"{w.topic}[{w.partition}] offsets {w.first_offset}..{w.sent[-1]}"
+                if w.sent
+                else f"{w.topic}[{w.partition}]"
+            )
+            same = [p for p in self.parts.values() if p.producer is producer]
+            return (
+                f"flow={self.plan.flow} {held}: the producer's queue is full; offset {offset} has waited "
+                f"{waited:.0f}s for the target to acknowledge earlier records ({len(producer)} in the producer; "
+                f"librdkafka fails them after delivery.timeout.ms={delivery_timeout_ms(self.plan)}): "
+                f"{unacknowledged(producer, same)}"
+            )
+
+        try:
+            produce_when_room(producer, produce, waiting)
+        except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
+            self._local_refusal(w, exc, record)
+            return False
+        return True
 
     def _local_refusal(self, w: PartitionWrite, exc: Exception, record: Record) -> None:
         """A record the producer refused before sending: settled if it is a record error, else raises."""
@@ -408,6 +444,37 @@ class Sink:
             raise RuntimeError(f"injected task failure after {written} records (test hook)")
 
 
+def produce_when_room(producer: Producer, produce: Callable[[], None], waiting: Callable[[float], str]) -> None:
+    """``produce()`` again until the producer's local queue takes the record, serving delivery
+    reports meanwhile; for a caller whose ``produce()`` raised :class:`BufferError`.
+
+    The queue stays full while the target does not acknowledge what it holds. librdkafka bounds
+    the wait: it fails queued records after ``delivery.timeout.ms``, which frees the queue (and
+    fails the batch once its acknowledgements are awaited). Until then the wait says what it waits
+    for (``waiting(seconds waited)``) every :data:`~.waits.WARN_EVERY_S` seconds. Errors of
+    ``produce()`` other than :class:`BufferError` are the caller's.
+    """
+    started = time.monotonic()
+    next_warning = started + WARN_EVERY_S
+    while True:
+        producer.poll(_QUEUE_FULL_POLL_S)
+        try:
+            produce()
+            return
+        except BufferError:
+            pass
+        now = time.monotonic()
+        if now >= next_warning:
+            next_warning += WARN_EVERY_S
+            _warn(functools.partial(waiting, now - started))
+
+
+def delivery_timeout_ms(plan: WritePlan) -> str:
+    """How long librdkafka keeps trying a record: the producer's setting (one key, never the config)."""
+    conf = plan.producer_config
+    return conf.get("delivery.timeout.ms") or conf.get("message.timeout.ms") or "300000"
+
+
 def check_report_order(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None:
     """Offsets the target assigned to one producer's records of a partition rise in produce order;
     if the delivery reports disagree, pairing them with upstream offsets would corrupt the offset
@@ -429,30 +496,20 @@ def await_acks(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWri
     Every :data:`~.waits.WARN_EVERY_S` seconds of waiting says which partitions wait and who leads
     them; past ``plan.flush_timeout_s`` the batch fails.
     """
-    started = time.monotonic()
-    deadline = started + plan.flush_timeout_s
-    next_warning = started + WARN_EVERY_S
-    while True:
-        remaining = producer.flush(1.0)
-        if remaining == 0 and all(w.pending <= 0 for w in parts):
-            break
-        now = time.monotonic()
-        if now > deadline:
-            raise WriteError(
-                f"flow={plan.flow}: {remaining} records not acknowledged by the target within "
-                f"{plan.flush_timeout_s:.0f}s: {unacknowledged(producer, parts)}",
-                terminal=False,
-            )
-        if now >= next_warning:
-            next_warning += WARN_EVERY_S
-            log.warning(
-                "flow=%s: %d records not yet acknowledged by the target after %.0fs (giving up at %.0fs): %s",
-                plan.flow,
-                remaining,
-                now - started,
-                plan.flush_timeout_s,
-                unacknowledged(producer, parts),
-            )
+
+    def waiting(remaining: int, waited: float) -> str:
+        return (
+            f"flow={plan.flow}: {remaining} records not yet acknowledged by the target after {waited:.0f}s "
+            f"(giving up at {plan.flush_timeout_s:.0f}s): {unacknowledged(producer, parts)}"
+        )
+
+    remaining = flush_within(producer, plan.flush_timeout_s, lambda: all(w.pending <= 0 for w in parts), waiting)
+    if remaining is not None:
+        raise WriteError(
+            f"flow={plan.flow}: {remaining} records not acknowledged by the target within "
+            f"{plan.flush_timeout_s:.0f}s: {unacknowledged(producer, parts)}",
+            terminal=False,
+        )
     for w in parts:
         if w.failure is not None:
             upstream, name, text = w.failure
@@ -463,17 +520,59 @@ def await_acks(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWri
             )
 
 
+def flush_within(
+    producer: Producer, limit_s: float, done: Callable[[], bool], waiting: Callable[[int, float], str]
+) -> int | None:
+    """Flush ``producer`` until it holds nothing and ``done()``; None then, else (past ``limit_s``)
+    how many records it still holds.
+
+    Every :data:`~.waits.WARN_EVERY_S` seconds of waiting logs ``waiting(records held, seconds waited)``.
+    """
+    started = time.monotonic()
+    deadline = started + limit_s
+    next_warning = started + WARN_EVERY_S
+    while True:
+        remaining = producer.flush(_FLUSH_SLICE_S)
+        if remaining == 0 and done():
+            return None
+        now = time.monotonic()
+        if now > deadline:
+            return remaining
+        if now >= next_warning:
+            next_warning += WARN_EVERY_S
+            _warn(functools.partial(waiting, remaining, now - started))
+
+
+def _warn(waiting: Callable[[], str]) -> None:
+    """A waiting task's warning, ``waiting()``; describing the wait must not fail it."""
+    try:
+        text = waiting()
+    except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
+        text = f"a task waits on the target (cannot describe the wait: {exc})"
+    log.warning("%s", text)
+
+
 def unacknowledged(producer: Producer, parts: Sequence[PartitionWrite]) -> str:
-    """The partitions still waiting for acknowledgements, each with its leader as ``producer`` sees it."""
+    """The partitions still waiting for acknowledgements, each with its leader as ``producer`` sees
+    it, and the target's brokers (the metadata of each topic asked for once, at most 5 s)."""
     waiting = [w for w in parts if w.pending > 0] or list(parts)
+    metadata: dict[str, object] = {}
     out = []
     for w in waiting[:5]:
-        try:
-            where = partition_text(producer.list_topics(w.remote, timeout=5), w.remote, w.partition)
-        except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
-            where = f"{w.remote}[{w.partition}]: metadata unavailable ({exc})"
+        if w.remote not in metadata:
+            try:
+                metadata[w.remote] = producer.list_topics(w.remote, timeout=5)
+            except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
+                metadata[w.remote] = exc
+        md = metadata[w.remote]
+        if isinstance(md, Exception):
+            where = f"{w.remote}[{w.partition}]: metadata unavailable ({md})"
+        else:
+            where = partition_text(md, w.remote, w.partition)
         out.append(f"{w.pending} of {w.topic}[{w.partition}] -> {where}")
-    return "; ".join(out) + (f"; and {len(waiting) - 5} more partitions" if len(waiting) > 5 else "")
+    text = "; ".join(out) + (f"; and {len(waiting) - 5} more partitions" if len(waiting) > 5 else "")
+    known = [md for md in metadata.values() if not isinstance(md, Exception)]
+    return text + (f"; brokers {brokers_text(known[-1])}" if known else "")
 
 
 def settle_record_failures(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWrite]) -> bool:
@@ -499,8 +598,11 @@ def settle_record_failures(producer: Producer, plan: WritePlan, parts: Sequence[
             f"for {w.remote}[{w.partition}] ({reason}); {hint}"
         )
         return True
+    dlq = plan.dead_letter_topic
     dlq_errors: list[str] = []
-    for w, (upstream, record, reason) in failures:
+    #: The dead-lettered records whose delivery report has not arrived, by their order of production.
+    outstanding: dict[int, str] = {}
+    for n, (w, (upstream, record, reason)) in enumerate(failures):
         _offset, key, value, ts, hdrs = record
         meta: Headers = [
             (DLQ_HEADER_PREFIX + "topic", w.topic.encode()),
@@ -515,33 +617,50 @@ def settle_record_failures(producer: Producer, plan: WritePlan, parts: Sequence[
             # the source instead.
             dl_value = None
             meta.append((DLQ_HEADER_PREFIX + "value.omitted.bytes", str(len(value or b"")).encode()))
+        where = f"{w.topic}[{w.partition}] offset={upstream}"
 
-        def on_dl(err: KafkaError | None, _msg: Message, _u: int = upstream, _w: PartitionWrite = w) -> None:
+        def on_dl(err: KafkaError | None, _msg: Message, _n: int = n, _where: str = where) -> None:
+            outstanding.pop(_n, None)
             if err is not None:
-                dlq_errors.append(f"{_w.topic}[{_w.partition}] offset={_u}: {err.str()}")
+                dlq_errors.append(f"{_where}: {err.str()}")
 
-        producer.produce(
-            plan.dead_letter_topic,
-            value=dl_value,
-            key=key,
-            timestamp=ts,
-            headers=(hdrs or []) + meta,
-            on_delivery=on_dl,
+        send = functools.partial(
+            producer.produce, dlq, value=dl_value, key=key, timestamp=ts, headers=(hdrs or []) + meta, on_delivery=on_dl
         )
+
+        def queue_full(waited: float, _where: str = where) -> str:
+            return (
+                f"flow={plan.flow} {_where}: the producer's queue is full; the record has waited {waited:.0f}s "
+                f"to go to dead-letter topic {dlq} ({len(producer)} in the producer; librdkafka fails them "
+                f"after delivery.timeout.ms={delivery_timeout_ms(plan)}): {target_text(producer, dlq)}"
+            )
+
+        outstanding[n] = where
+        try:
+            send()
+        except BufferError:
+            produce_when_room(producer, send, queue_full)
         w.dead_lettered += 1
-        log.warning(
-            "flow=%s %s[%d] offset=%d sent to dead-letter topic %s: %s",
-            plan.flow,
-            w.topic,
-            w.partition,
-            upstream,
-            plan.dead_letter_topic,
-            reason,
+        log.warning("flow=%s %s sent to dead-letter topic %s: %s", plan.flow, where, dlq, reason)
+
+    def waiting(remaining: int, waited: float) -> str:
+        held = list(outstanding.values())
+        try:
+            target = target_text(producer, dlq)
+        except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
+            target = f"{dlq}: metadata unavailable ({exc})"
+        return (
+            f"flow={plan.flow}: {len(held)} records for dead-letter topic {dlq} not yet acknowledged by the "
+            f"target after {waited:.0f}s (giving up at {plan.flush_timeout_s:.0f}s): "
+            + ", ".join(held[:5])
+            + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+            + f" -> {target}"
         )
-    remaining = producer.flush(plan.flush_timeout_s)
-    if remaining or dlq_errors:
+
+    remaining = flush_within(producer, plan.flush_timeout_s, lambda: not outstanding, waiting)
+    if remaining is not None or dlq_errors:
         raise WriteError(
-            f"flow={plan.flow}: could not write to dead-letter topic {plan.dead_letter_topic}: "
+            f"flow={plan.flow}: could not write to dead-letter topic {dlq}: "
             + ("; ".join(dlq_errors[:3]) or f"{remaining} records unacknowledged"),
             terminal=False,
         )

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from sparkmirror.core.ranges import SourceRange
+from sparkmirror.logs import worker_logging
 from sparkmirror.pipeline.executor.commit import commit_for
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult, arrow_batches
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 def copy_arrow_batches(batches: Iterator[pa.RecordBatch], plan: WritePlan) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: write every row of the task's batches; yield the results as Arrow rows."""
     keep_zip_directories()
+    worker_logging()
     sink = Sink(plan, commit_for(plan))
     try:
         for partition, records in arrow_records(batches):
@@ -41,6 +43,7 @@ def copy_arrow_batches(batches: Iterator[pa.RecordBatch], plan: WritePlan) -> It
 def copy_range_groups(groups: Iterable[list[SourceRange]], plan: WritePlan) -> Iterator[PartitionResult]:
     """``mapPartitions`` body: copy each group of ranges handed to this task; yield its results."""
     keep_zip_directories()
+    worker_logging()
     for ranges in groups:
         yield from copy_ranges(ranges, plan)
 

@@ -5,7 +5,10 @@ progress, ``send_offsets_to_transaction``, ``commit_transaction``). Every such w
 here: it has a deadline, it logs a warning every :data:`WARN_EVERY_S` seconds naming what it
 waits for (flow, topic, partition, group, the target's brokers), and past the deadline it fails
 the task with a retriable :class:`WriteError`. Spark then retries the task with new clients
-(the failed ones are forgotten), and the batch is replayed if its retries fail too.
+(the failed ones are forgotten), and the batch is replayed if its retries fail too. The sink's
+own waits (a full producer queue, the acknowledgements, the dead-letter topic's flush:
+:mod:`.sink`) speak the same way, with the same interval and the helpers at the end of this module;
+``delivery.timeout.ms`` and the flush limit bound them.
 
 Why a thread for ``send_offsets_to_transaction``: librdkafka's call waits without a time limit in
 the calling thread; its ``timeout`` is only looked at when the group's coordinator answers. When
@@ -31,9 +34,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sparkmirror.pipeline.exceptions import WriteError
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +198,18 @@ def _detail(detail: Callable[[], str] | None) -> str:
     return f"; {text}" if text else ""
 
 
+def target_text(client: Producer, topic: str, partition: int | None = None) -> str:
+    """What ``client`` knows of the target now: who leads ``topic[partition]`` (every partition of
+    ``topic`` when None) and the brokers it lists.
+
+    Asks for the topic's metadata (at most 5 s), which also adds brokers that came back; raises
+    what ``list_topics`` raises.
+    """
+    md = client.list_topics(topic, timeout=5)
+    where = topic_text(md, topic) if partition is None else partition_text(md, topic, partition)
+    return f"{where}; brokers {brokers_text(md)}"
+
+
 def brokers_text(metadata: object) -> str:
     """The brokers a client's metadata lists: ``1 (host:port), 2 (host:port)``."""
     brokers = getattr(metadata, "brokers", None) or {}
@@ -208,3 +226,14 @@ def partition_text(metadata: object, topic: str, partition: int) -> str:
     if pm.error is not None or pm.leader < 0:
         return f"{topic}[{partition}]: no leader ({pm.error})"
     return f"{topic}[{partition}] leader broker {pm.leader}, in sync {sorted(pm.isrs)}"
+
+
+def topic_text(metadata: object, topic: str, most: int = 5) -> str:
+    """Who leads the first ``most`` partitions of ``topic`` according to a client's metadata."""
+    topics = getattr(metadata, "topics", None) or {}
+    tm = topics.get(topic)
+    if tm is None or not tm.partitions:
+        return f"{topic}: not in the target's metadata" + (f" ({tm.error})" if tm is not None and tm.error else "")
+    partitions = sorted(tm.partitions)
+    text = "; ".join(partition_text(metadata, topic, p) for p in partitions[:most])
+    return text + (f"; and {len(partitions) - most} more partitions" if len(partitions) > most else "")

@@ -39,17 +39,26 @@ batch projects a week:
 
     .venv/bin/python bench/offsetmap_growth.py --bootstrap 127.0.0.1:28910 --partitions 1000 --chains --hours 24 \
         --out bench/results/<date>-offsetmap-chains-day.json
+
+``--fold-cost`` needs no broker: it builds ``--hours`` of that history in memory and
+times ``--folds`` runs of the driver's fold chore (``OffsetMapStore.fold``'s steps)
+after 10 new segments a partition, in seconds of CPU, and what the micro-batch and
+the translations right after a fold cost:
+
+    .venv/bin/python bench/offsetmap_growth.py --partitions 1000 --fold-cost --hours 24
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 import tracemalloc
+from array import array
 from typing import Any
 
-from sparkmirror.core.offsetmap import CHAIN_MAX_BATCHES, OffsetMap, Segment
+from sparkmirror.core.offsetmap import CHAIN_MAX_BATCHES, Chain, OffsetMap, Segment
 
 
 def _best(fn, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
@@ -59,6 +68,29 @@ def _best(fn, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def _history(batches: int, batch: int) -> list[tuple[int, array]]:
+    """``batches`` exactly-once batches of ``batch`` records (one after the other, each past the
+    commit marker of the one before) as the fold leaves them: ``(k, ends)`` per chain, full chains of
+    ``CHAIN_MAX_BATCHES`` batches (sharing one ``ends``) and then the open one, k its first batch
+    (:func:`_chain`)."""
+    full = array("i", range(batch, batch * CHAIN_MAX_BATCHES + 1, batch))
+    out = []
+    for k in range(0, batches, CHAIN_MAX_BATCHES):
+        n = min(CHAIN_MAX_BATCHES, batches - k)
+        out.append((k, full if n == CHAIN_MAX_BATCHES else array("i", full[:n])))
+    return out
+
+
+def _chain(topic: str, partition: int, k: int, ends: array, batch: int) -> Chain:
+    """The chain of :func:`_history` starting at batch ``k``."""
+    return Chain(topic, partition, k * batch, k * batch, k * (batch + 1), 1, ends)
+
+
+def _segment(topic: str, partition: int, i: int, batch: int) -> Segment:
+    """Batch ``i`` of :func:`_history` as the writer reports it."""
+    return Segment(topic, partition, i * batch, i * (batch + 1), batch)
 
 
 def _fresh_map_topic(bootstrap: str) -> tuple[Any, str, Any]:
@@ -157,12 +189,10 @@ def chains_on_broker(
     bootstrap: str, partitions: int, hours: float, batch: int, loads: int, batch_s: float, open_segments: int
 ) -> dict:  # type: ignore[type-arg]
     """A map of ``hours`` of exactly-once batches shaped as the fold leaves it; time the real loader."""
-    import array
     import resource
 
     from confluent_kafka import Producer
 
-    from sparkmirror.core.offsetmap import Chain
     from sparkmirror.offsets.store import read_offset_map
 
     flow, topic, admin = _fresh_map_topic(bootstrap)
@@ -172,8 +202,6 @@ def chains_on_broker(
     now_ms = int(time.time() * 1000)
     t0 = time.perf_counter()
     nbytes = nrecords = 0
-    # One chain's ends (the same for every full chain: batches of ``batch`` records).
-    full = array.array("i", range(batch, batch * CHAIN_MAX_BATCHES + 1, batch))
 
     def send(key: bytes, value: bytes) -> None:
         nonlocal nbytes, nrecords
@@ -187,17 +215,14 @@ def chains_on_broker(
                 producer.poll(0.05)
 
     # Chain by chain across the partitions, as time passes.
-    for k in range(0, batches, CHAIN_MAX_BATCHES):
-        n = min(CHAIN_MAX_BATCHES, batches - k)
-        ends = full if n == CHAIN_MAX_BATCHES else array.array("i", full[:n])
+    for k, ends in _history(batches, batch):
         for p in range(partitions):
-            chain = Chain(f"topic-{p // 5:03d}", p % 5, k * batch, k * batch, k * (batch + 1), 1, ends)
-            rec = chain.to_record(now_ms)
+            rec = _chain(f"topic-{p // 5:03d}", p % 5, k, ends, batch).to_record(now_ms)
             send(rec.key_bytes(), rec.value_bytes())
         producer.poll(0)
     for i in range(batches, batches + open_segments):
         for p in range(partitions):
-            rec = Segment(f"topic-{p // 5:03d}", p % 5, i * batch, i * (batch + 1), batch).to_record(now_ms)
+            rec = _segment(f"topic-{p // 5:03d}", p % 5, i, batch).to_record(now_ms)
             send(rec.key_bytes(), rec.value_bytes())
     producer.flush(600)
     write_s = time.perf_counter() - t0
@@ -252,34 +277,59 @@ def chains_on_broker(
     }
 
 
-def fold_cost(partitions: int, hours: float, batch: int, batch_s: float) -> dict:  # type: ignore[type-arg]
-    """In memory: what the driver's fold chore costs with ``hours`` of chains a partition (10 new
-    segments a partition, as a 10 s fold interval at a batch a second leaves), and the translations after it."""
-    import array
+def fold_cost(
+    partitions: int, hours: float, batch: int, batch_s: float, folds: int, open_batches: int
+) -> dict[str, Any]:
+    """In memory: the driver's fold chore with ``hours`` of history a partition as the fold leaves it
+    (:func:`_history`; the full chains of ``hours``, then an open chain of ``open_batches``),
+    ``folds`` times: 10 new segments a partition (a 10 s fold interval at a batch a second), then the
+    steps of ``OffsetMapStore.fold`` (plan, hold the chains, let go of the segments), then what comes
+    right after it: the next micro-batch's last segment of every partition (``OffsetMapStore.tails``)
+    and a translation per partition. Seconds of this process's CPU.
 
-    from sparkmirror.core.offsetmap import Chain
-
+    The open chain is fixed rather than what ``hours`` leaves over because a fold copies it to grow
+    it: its length, 0 to ``CHAIN_MAX_BATCHES``, would otherwise blur a comparison across histories."""
     m = OffsetMap(loaded=True)
-    full = array.array("i", range(batch, batch * CHAIN_MAX_BATCHES + 1, batch))
-    chains = int(hours * 3600 / batch_s) // CHAIN_MAX_BATCHES
+    batches = int(hours * 3600 / batch_s) // CHAIN_MAX_BATCHES * CHAIN_MAX_BATCHES + open_batches
+    history = _history(batches, batch)
     for p in range(partitions):
-        for k in range(chains):
-            m.add_chain(Chain("t", p, k * 1024 * batch, k * 1024 * batch, k * 1024 * (batch + 1), 1, full))
-    n0 = chains * CHAIN_MAX_BATCHES
-    out: dict[str, float] = {}
-    for rnd in (1, 2):
+        for k, ends in history:
+            m.add_chain(_chain("t", p, k, ends, batch))
+    out: dict[str, list[float]] = {"fold_cpu_s": [], "tails_after_cpu_s": [], "translate_after_cpu_s": []}
+    folded: list[int] = []
+    n0 = batches
+    for _ in range(folds):
         for i in range(n0, n0 + 10):
             for p in range(partitions):
-                m.add(Segment("t", p, i * batch, i * (batch + 1), batch))
+                m.add(_segment("t", p, i, batch))
         n0 += 10
-        t0 = time.perf_counter()
-        m.fold()
-        out[f"fold_{rnd}_s"] = round(time.perf_counter() - t0, 3)
-        t0 = time.perf_counter()
+        c0 = time.process_time()
+        planned = m.fold(apply=False)
+        for f in planned:
+            m.apply_fold(f, chain_only=True)
+        for f in planned:
+            m.apply_fold(f)
+        out["fold_cpu_s"].append(time.process_time() - c0)
+        folded.append(sum(len(f.replaced) for f in planned))
+        c0 = time.process_time()
+        for p in range(partitions):
+            pm = m.partition("t", p)
+            assert pm is not None and pm.last_written() == _segment("t", p, n0 - 1, batch)
+        out["tails_after_cpu_s"].append(time.process_time() - c0)
+        c0 = time.process_time()
         for p in range(partitions):
             m.translate("t", p, 5)
-        out[f"translate_every_partition_after_fold_{rnd}_s"] = round(time.perf_counter() - t0, 3)
-    return {"partitions": partitions, "chains_per_partition": chains, **out}
+        out["translate_after_cpu_s"].append(time.process_time() - c0)
+    return {
+        "partitions": partitions,
+        "hours": hours,
+        "batches_per_partition": batches,
+        "chains_per_partition": len(history),
+        "open_chain_batches": open_batches,
+        "segments_folded": folded,
+        **{k: [round(t, 3) for t in v] for k, v in out.items()},
+        **{k[:-2] + "_median_s": round(statistics.median(v), 3) for k, v in out.items()},
+    }
 
 
 def main() -> int:
@@ -296,6 +346,10 @@ def main() -> int:
     ap.add_argument("--hours", type=float, default=24.0, help="hours of batches to write as chains")
     ap.add_argument("--open-segments", type=int, default=10, help="segments per partition not folded yet")
     ap.add_argument("--fold-cost", action="store_true", help="time the driver's fold in memory (with --hours)")
+    ap.add_argument("--folds", type=int, default=5, help="folds timed with --fold-cost")
+    ap.add_argument(
+        "--open-batches", type=int, default=CHAIN_MAX_BATCHES // 2, help="batches of the open chain with --fold-cost"
+    )
     args = ap.parse_args()
     if args.bootstrap:
         import datetime as dt
@@ -325,7 +379,8 @@ def main() -> int:
         return 0
 
     if args.fold_cost:
-        print(json.dumps(fold_cost(args.partitions, args.hours, args.batch, args.batch_seconds)))
+        figures = fold_cost(args.partitions, args.hours, args.batch, args.batch_seconds, args.folds, args.open_batches)
+        print(json.dumps({"sparkmirror_module": __import__("sparkmirror").__file__, **figures}))
         return 0
     tracemalloc.start()
     m = OffsetMap(loaded=True)

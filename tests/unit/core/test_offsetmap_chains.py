@@ -29,6 +29,18 @@ def _eos(n: int, batch: int = 5, u0: int = 0, d0: int = 0, gap: int = 1) -> list
     return [Segment(T, 0, u0 + i * batch, d0 + i * (batch + gap), batch) for i in range(n)]
 
 
+def _check_chain_index(omap: OffsetMap) -> None:
+    """The partition's downstream index of chains lists the chains held, as they are now, and (W1)
+    no two of them share a downstream offset, so the index is write order."""
+    pm = omap.partition(T, 0)
+    if pm is None:
+        return
+    chains = sorted(pm.chains(), key=lambda c: c.downstream_start)
+    assert pm._chain_index == sorted((c.downstream_end, c.key) for c in chains), "stale chain index"
+    assert all(a.downstream_end <= b.downstream_start for a, b in zip(chains, chains[1:], strict=False)), chains
+    assert pm._chain_overlaps == 0
+
+
 def _answers(omap: OffsetMap, u_max: int, d_max: int) -> tuple[list[tuple], list[tuple]]:  # type: ignore[type-arg]
     forward = [(t.downstream_offset, t.method, t.missing) for t in (omap.translate(T, 0, g) for g in range(u_max))]
     reverse = [
@@ -170,6 +182,74 @@ def test_a_replay_of_a_chained_batch_replaces_it_like_a_segment() -> None:
     assert _answers(folded, 40, 50) == _answers(plain, 40, 50)
 
 
+def test_the_fold_sees_the_chains_held_after_prunes_discards_and_growth() -> None:
+    """The fold finds the open chain through an index of the chains in downstream order: a chain
+    dropped (pruned, tombstoned) is not seen, a trimmed or grown one is seen as it is now."""
+    omap = OffsetMap()
+    omap.add_all(_eos(12))  # batch i: upstream 5i.., downstream 6i..
+    omap.fold(max_batches=4)
+    pm = omap.partition(T, 0)
+    assert pm is not None
+    assert [(c.key, len(c)) for c in pm.chains()] == [(0, 4), (20, 4), (40, 3)]
+    _check_chain_index(omap)
+    # Below downstream 30: all of chain 0 and the first batch of chain 20.
+    assert [(c.key, c.upstream_start) for c in omap.prune(T, 0, 30) if isinstance(c, Chain)] == [(0, 0), (20, 25)]
+    _check_chain_index(omap)
+    assert omap.discard_chain(T, 0, 40) is not None  # its tombstone was read
+    _check_chain_index(omap)
+    # Segment 55 continued chain 40; with that gone the last chain before it is the trimmed chain
+    # 20, which 55 does not continue: a new chain.
+    omap.add_all(_eos(2, u0=60, d0=72))
+    [fold] = omap.fold(max_batches=4)
+    assert fold.chain is not None and (fold.chain.key, len(fold.chain)) == (55, 2)
+    _check_chain_index(omap)
+    # The next fold grows that chain (held since the last fold), up to the full size.
+    omap.add_all(_eos(2, u0=70, d0=84))
+    [fold] = omap.fold(max_batches=4)
+    assert fold.chain is not None and (fold.chain.key, len(fold.chain)) == (55, 4)
+    assert [s.upstream_start for s in fold.replaced] == [65, 70]
+    _check_chain_index(omap)
+    # Full now: the next run starts a chain of its own.
+    omap.add_all(_eos(2, u0=80, d0=96))
+    [fold] = omap.fold(max_batches=4)
+    assert fold.chain is not None and (fold.chain.key, len(fold.chain)) == (75, 2)
+    _check_chain_index(omap)
+    assert omap.partition(T, 0) is pm and pm.last_written() == Segment(T, 0, 85, 102, 5)
+
+    # A trimmed open chain is grown as trimmed: its dropped batches do not come back.
+    omap = OffsetMap()
+    omap.add_all(_eos(6))
+    omap.fold()
+    omap.prune(T, 0, 12)
+    _check_chain_index(omap)
+    omap.add_all(_eos(2, u0=30, d0=36))
+    [fold] = omap.fold()
+    assert fold.chain is not None
+    assert (fold.chain.key, fold.chain.upstream_start, fold.chain.downstream_start, len(fold.chain)) == (0, 10, 12, 5)
+    _check_chain_index(omap)
+
+
+def test_chains_written_over_each_other_are_all_looked_at() -> None:
+    """Never under W1 (a damaged or foreign topic): chain 100 lies inside chain 0's downstream
+    span, so the order of the chains' ends is not write order. The last batch written and the
+    open chain are then found among every chain, as without the index."""
+    omap = OffsetMap(loaded=True)
+    omap.add_chain(Chain(T, 0, 0, 0, 0, 1, array("i", [5, 10])))  # d[0,5) and d[6,11)
+    omap.add_chain(Chain(T, 0, 100, 100, 8, 1, array("i", [1])))  # d[8,9), written after 0's last batch
+    pm = omap.partition(T, 0)
+    assert pm is not None and pm._chain_overlaps == 1
+    assert pm.last_written() == Segment(T, 0, 100, 8, 1)
+    # Segments continuing chain 0: the last chain written before them is chain 100, which they
+    # do not continue, so they make a chain of their own (chain 0 is not grown past chain 100).
+    omap.add_all([Segment(T, 0, 10, 12, 5), Segment(T, 0, 15, 18, 5), Segment(T, 0, 20, 24, 5)])
+    [fold] = omap.fold()
+    assert fold.chain is not None and (fold.chain.key, len(fold.chain)) == (10, 2)
+    # Chain 100 gone, the spans are disjoint again and the index is used.
+    omap.discard_chain(T, 0, 100)
+    assert pm._chain_overlaps == 0
+    _check_chain_index(omap)
+
+
 # -- equivalence, by property -----------------------------------------------------------------
 
 
@@ -271,6 +351,7 @@ def test_folded_map_translates_every_offset_as_the_unfolded_one(run: Run, data: 
             plain.prune(T, 0, op[1])
             topic += _topic_records(folded.prune(T, 0, op[1]), folded)
         assert _answers(folded, run.u_max, run.d_max) == _answers(plain, run.u_max, run.d_max), op
+        _check_chain_index(folded)
     assert len(folded) >= len(plain)
     # A start reads the topic back (whole, or compacted: the last record of each key, in its place).
     if data.draw(st.booleans()):
@@ -281,6 +362,7 @@ def test_folded_map_translates_every_offset_as_the_unfolded_one(run: Run, data: 
         loaded.apply_record(key, value)
     loaded.mark_loaded()
     assert _answers(loaded, run.u_max, run.d_max) == _answers(plain, run.u_max, run.d_max)
+    _check_chain_index(loaded)
 
 
 # -- size and speed -----------------------------------------------------------------------------

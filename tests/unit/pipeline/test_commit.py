@@ -161,7 +161,9 @@ def test_a_send_offsets_that_never_answers_while_the_progress_group_answers_fail
     monkeypatch.setattr(FakeProducer, "send_offsets_to_transaction", lambda self, *a: send_offsets(*a), raising=False)
     monkeypatch.setattr(FakeProducer, "list_topics", lambda self, *a, **kw: object(), raising=False)
     monkeypatch.setattr(
-        commit, "call_within", functools.partial(waits.call_within, probe_after_s=0.3, nudge_every_s=0.1)
+        commit,
+        "call_within",
+        functools.partial(waits.call_within, probe_after_s=0.3, probe_confirm_s=0.2, nudge_every_s=0.1),
     )
     sink = _write(_plan(1), [("t", 0), ("t", 1)])
     started = time.monotonic()

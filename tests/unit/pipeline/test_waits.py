@@ -84,12 +84,13 @@ def test_a_call_stuck_while_its_coordinator_answers_another_client_fails_after_t
                 limit_s=20.0,
                 probe=probe,
                 probe_after_s=0.5,
+                probe_confirm_s=0.4,
                 nudge_every_s=0.2,
             )
     finally:
         never.set()
     took = time.monotonic() - started
-    assert 0.5 <= took < 3.0, f"gave up after {took:.1f}s: at the probe threshold, not the limit"
+    assert 0.9 <= took < 3.0, f"gave up after {took:.1f}s: at the probe's threshold and confirmation, not the limit"
     assert raised.value.retriable, "a stuck call fails the task for a retry, as at the limit"
     message = str(raised.value)
     assert "send_offsets_to_transaction(tx)" in message and "group g answers" in message and "#5511" in message
@@ -98,6 +99,28 @@ def test_a_call_stuck_while_its_coordinator_answers_another_client_fails_after_t
     assert probes and probes[0][0] >= 0.5
     assert all(b - a >= 0.2 for (a, _), (b, _) in zip(probes, probes[1:], strict=False))
     assert all(0 < t <= 5.0 for _, t in probes)
+
+
+def test_a_probe_that_misses_an_answer_starts_its_confirmation_again() -> None:
+    never = threading.Event()
+    answers = iter(["the coordinator answers", None] * 1000)  # answers at every other probe only
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(WriteError) as raised:
+            call_within(
+                lambda: never.wait(30),
+                what="x",
+                limit_s=2.0,
+                probe=lambda _t: next(answers),
+                probe_after_s=0.1,
+                probe_confirm_s=0.15,
+                nudge_every_s=0.1,
+            )
+    finally:
+        never.set()
+    assert time.monotonic() - started >= 2.0, "never answered for 0.15 s in a row: the limit decides"
+    assert "#5511" not in str(raised.value) and "within 2s" in str(raised.value)
 
 
 def test_a_call_that_answers_late_is_returned_while_the_probe_has_no_answer() -> None:

@@ -25,10 +25,11 @@ The refresh does not always help: after the whole target was down (every broker 
 again 30 s later) a call went on waiting with every broker back in the producer's metadata. So a
 call that has not answered for :data:`PROBE_AFTER_S` is also checked against another client of the
 task: a ``probe`` asks the same group's coordinator through that client (exactly-once: the progress
-consumer's ``committed()``). If the coordinator answers it while the call still does not, the wait
-is librdkafka's, not Kafka's, and the task fails at once with the same retriable error as at the
-deadline (the retry's ``init_transactions`` fences the stuck producer and aborts its transaction).
-:data:`PROBE_AFTER_S` lies above the longest wait seen from a busy but healthy transaction
+consumer's ``committed()``). If the coordinator has answered it at every probe for
+:data:`PROBE_CONFIRM_S` while the call still does not, the wait is librdkafka's, not Kafka's (a call
+that began before an outage had that long to reconnect), and the task fails at once with the same
+retriable error as at the deadline (the retry's ``init_transactions`` fences the stuck producer and
+aborts its transaction). :data:`PROBE_AFTER_S` lies above the longest wait seen from a busy but healthy transaction
 coordinator (28 s writing the first commit's markers on 1,000 fresh partitions,
 docs/performance.md), so a slow Kafka costs at most one needless retry, never a duplicate.
 
@@ -61,6 +62,9 @@ QUIET_S = 10.0
 #: A call that has not answered for this long is checked against another client (``probe``): past the
 #: longest wait a busy but healthy coordinator caused here (28 s, docs/performance.md).
 PROBE_AFTER_S = 30.0
+#: ... and the other client must have had its answers for this long, with none missed, while the call
+#: still has none: a call that began before an outage gets the time to reconnect once the target is back.
+PROBE_CONFIRM_S = 10.0
 #: A probe's own request waits at most this long (it runs in the waiting thread, between warnings).
 PROBE_TIMEOUT_S = 5.0
 
@@ -100,6 +104,7 @@ def call_within(
     warn_every_s: float = WARN_EVERY_S,
     nudge_every_s: float = NUDGE_EVERY_S,
     probe_after_s: float = PROBE_AFTER_S,
+    probe_confirm_s: float = PROBE_CONFIRM_S,
 ) -> T:
     """``call()`` in a thread of its own; its result, or its exception, within ``limit_s``.
 
@@ -109,10 +114,11 @@ def call_within(
 
     Once the call has waited ``probe_after_s``, ``probe(seconds)`` is asked right after each nudge
     (so no more often): it asks what the call waits for through another client, within
-    ``seconds``, and returns what answered (a phrase for the log) or ``None``. An answer while the
-    call still has none means the call is stuck in its client: the same retriable
-    :class:`WriteError`, at once. A probe that fails or has no answer proves nothing and is
-    ignored; a call that answered is returned, whatever the probe said.
+    ``seconds``, and returns what answered (a phrase for the log) or ``None``. Answers at every
+    probe for ``probe_confirm_s`` while the call still has none mean the call is stuck in its
+    client: the same retriable :class:`WriteError`, at once. A probe that fails or has no answer
+    proves nothing (and starts that span again); a call that answered is returned, whatever the
+    probe said.
     """
     outcome: list[tuple[bool, object]] = []
     answered = threading.Event()
@@ -131,6 +137,7 @@ def call_within(
     next_warning = started + warn_every_s
     periodic = nudge is not None or probe is not None
     next_nudge = started + nudge_every_s
+    answering_since: float | None = None  # the probe has had answers since then, none missed
     while True:
         now = time.monotonic()
         wake = min(next_warning, next_nudge if periodic else next_warning, deadline)
@@ -145,7 +152,13 @@ def call_within(
                 except Exception as exc:  # noqa: BLE001 - only a help; the wait goes on and says so
                     log.debug("%s: metadata refresh failed: %s", what, exc)
             if probe is not None and time.monotonic() - started >= probe_after_s and not answered.is_set():
-                other_answered = _probe(probe, what, max(0.1, min(PROBE_TIMEOUT_S, deadline - time.monotonic())))
+                answer = _probe(probe, what, max(0.1, min(PROBE_TIMEOUT_S, deadline - time.monotonic())))
+                if answer is None:
+                    answering_since = None
+                elif answering_since is None:
+                    answering_since = time.monotonic()
+                elif time.monotonic() - answering_since >= probe_confirm_s:
+                    other_answered = f"{answer} (for {time.monotonic() - answering_since:.0f}s)"
             next_nudge = time.monotonic() + nudge_every_s
         if answered.is_set():
             break

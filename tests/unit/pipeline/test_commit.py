@@ -3,13 +3,17 @@ partition's records, offset-map segments and progress (fake producers record wha
 
 from __future__ import annotations
 
+import functools
+import threading
+import time
 from typing import Any
 
 import pytest
 
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.transactions import transaction_group
-from sparkmirror.pipeline.executor import clients, commit
+from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.executor import clients, commit, waits
 from sparkmirror.pipeline.executor.commit import Transactional
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.sink import Sink
@@ -137,3 +141,40 @@ def test_a_failed_task_aborts_each_open_group_once(producers: dict[str, list[Any
     sink.abandon()
     ((p,),) = producers.values()
     assert [c[0] for c in p.calls] == ["begin", "abort"]
+
+
+def test_a_send_offsets_that_never_answers_while_the_progress_group_answers_fails_the_task_early(
+    producers: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """librdkafka #5511: the producer's call waits while the group's coordinator answers the progress
+    consumer; the task fails (retriable) at the probe's threshold instead of at ``target_wait_s``."""
+    stuck = threading.Event()
+    asked: list[list[tuple[str, int]]] = []
+
+    def send_offsets(_positions: list[Any], _md: Any, _timeout: float) -> None:
+        stuck.wait(30)
+
+    class AnsweringConsumer(FakeConsumer):
+        def committed(self, tps: list[Any], timeout: float) -> list[Any]:
+            asked.append(sorted((tp.topic, tp.partition) for tp in tps))
+            return super().committed(tps, timeout)
+
+    monkeypatch.setattr(clients, "progress_consumer", lambda plan: AnsweringConsumer())
+    monkeypatch.setattr(FakeProducer, "send_offsets_to_transaction", lambda self, *a: send_offsets(*a), raising=False)
+    monkeypatch.setattr(FakeProducer, "list_topics", lambda self, *a, **kw: object(), raising=False)
+    monkeypatch.setattr(
+        commit,
+        "call_within",
+        functools.partial(waits.call_within, probe_after_s=0.3, probe_confirm_s=0.2, nudge_every_s=0.1),
+    )
+    sink = _write(_plan(1), [("t", 0), ("t", 1)])
+    started = time.monotonic()
+    try:
+        with pytest.raises(WriteError) as raised:
+            sink.close()
+    finally:
+        stuck.set()
+    assert time.monotonic() - started < 5, "failed at the probe's threshold, not after target_wait_s (120 s)"
+    assert raised.value.retriable and "#5511" in str(raised.value) and "group progress" in str(raised.value)
+    # The open (progress read) asked once; the probe asked for the transaction's own partitions.
+    assert [("A.t", 0), ("A.t", 1)] in asked[1:]

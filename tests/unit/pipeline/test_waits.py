@@ -65,6 +65,109 @@ def test_the_call_s_own_error_reaches_the_caller() -> None:
         call_within(call, what="x", limit_s=5)
 
 
+def test_a_call_stuck_while_its_coordinator_answers_another_client_fails_after_the_probe_threshold_not_the_limit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    never = threading.Event()
+    probes: list[tuple[float, float]] = []
+    started = time.monotonic()
+
+    def probe(timeout_s: float) -> str:
+        probes.append((time.monotonic() - started, timeout_s))
+        return "the coordinator of group g answers the task's progress consumer"
+
+    try:
+        with caplog.at_level(logging.WARNING), pytest.raises(WriteError) as raised:
+            call_within(
+                lambda: never.wait(30),  # without the probe: fails at the limit, 20 s, and the test fails
+                what="flow=A->B t[0] offsets 0..9: send_offsets_to_transaction(tx)",
+                limit_s=20.0,
+                probe=probe,
+                probe_after_s=0.5,
+                probe_confirm_s=0.4,
+                nudge_every_s=0.2,
+            )
+    finally:
+        never.set()
+    took = time.monotonic() - started
+    assert 0.9 <= took < 3.0, f"gave up after {took:.1f}s: at the probe's threshold and confirmation, not the limit"
+    assert raised.value.retriable, "a stuck call fails the task for a retry, as at the limit"
+    message = str(raised.value)
+    assert "send_offsets_to_transaction(tx)" in message and "group g answers" in message and "#5511" in message
+    assert any("#5511" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    # Asked once the threshold has passed, no more often than the nudge, within a short timeout.
+    assert probes and probes[0][0] >= 0.5
+    assert all(b - a >= 0.2 for (a, _), (b, _) in zip(probes, probes[1:], strict=False))
+    assert all(0 < t <= 5.0 for _, t in probes)
+
+
+def test_a_probe_that_misses_an_answer_starts_its_confirmation_again() -> None:
+    never = threading.Event()
+    answers = iter(["the coordinator answers", None] * 1000)  # answers at every other probe only
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(WriteError) as raised:
+            call_within(
+                lambda: never.wait(30),
+                what="x",
+                limit_s=2.0,
+                probe=lambda _t: next(answers),
+                probe_after_s=0.1,
+                probe_confirm_s=0.15,
+                nudge_every_s=0.1,
+            )
+    finally:
+        never.set()
+    assert time.monotonic() - started >= 2.0, "never answered for 0.15 s in a row: the limit decides"
+    assert "#5511" not in str(raised.value) and "within 2s" in str(raised.value)
+
+
+def test_a_call_that_answers_late_is_returned_while_the_probe_has_no_answer() -> None:
+    probes: list[float] = []
+
+    def call() -> str:
+        time.sleep(1.0)
+        return "committed"
+
+    def probe(_timeout_s: float) -> None:
+        probes.append(time.monotonic())  # the coordinator does not answer the other client either
+        return None
+
+    assert call_within(call, what="x", limit_s=20, probe=probe, probe_after_s=0.2, nudge_every_s=0.1) == "committed"
+    assert len(probes) >= 3, "the probe was asked while the call waited, and its lack of answer proved nothing"
+
+
+def test_a_probe_that_raises_is_ignored() -> None:
+    probes: list[float] = []
+
+    def call() -> str:
+        time.sleep(1.0)
+        return "committed"
+
+    def probe(_timeout_s: float) -> str:
+        probes.append(time.monotonic())
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
+
+    assert call_within(call, what="x", limit_s=20, probe=probe, probe_after_s=0.2, nudge_every_s=0.1) == "committed"
+    assert len(probes) >= 3
+
+
+def test_a_call_that_answers_while_the_probe_runs_is_returned_not_failed() -> None:
+    release = threading.Event()
+
+    def call() -> str:
+        assert release.wait(10)
+        return "committed"
+
+    def probe(_timeout_s: float) -> str:
+        release.set()  # the call answers while the other client is being asked
+        time.sleep(0.3)
+        return "the coordinator of group g answers the task's progress consumer"
+
+    assert call_within(call, what="x", limit_s=20, probe=probe, probe_after_s=0.2, nudge_every_s=0.1) == "committed"
+
+
 def test_retriable_errors_are_retried_with_a_warning_each_then_the_answer_is_returned(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

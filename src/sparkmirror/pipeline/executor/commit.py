@@ -184,6 +184,16 @@ class Transactional:
                 f"(target: {seen.get('target') or target_text(producer, first.remote, first.partition)})"
             )
 
+        def group_answers(timeout_s: float) -> str | None:
+            # The same group's coordinator, asked through the task's progress consumer for the same
+            # partitions: an answer there while the producer has none is librdkafka's wait, not Kafka's.
+            tps = clients.progress_consumer(plan).committed(
+                [TopicPartition(w.remote, w.partition) for w in parts], timeout=timeout_s
+            )
+            if any(tp.error is not None for tp in tps):
+                return None
+            return f"the coordinator of group {plan.progress_group} answers the task's progress consumer"
+
         what = f"{where}: send_offsets_to_transaction({tid}, {len(positions)} partitions)"
         # librdkafka's timeout (``left``) may never be looked at; the thread's bound is the step's.
         deadline = time.monotonic() + plan.target_wait_s
@@ -194,6 +204,7 @@ class Transactional:
                 limit_s=max(1.0, deadline - time.monotonic()),
                 detail=waiting_for_group,
                 nudge=refresh,
+                probe=group_answers,
             ),
             what=what,
             limit_s=plan.target_wait_s,

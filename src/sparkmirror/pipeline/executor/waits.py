@@ -24,8 +24,20 @@ that came back is added, which makes librdkafka ask for the coordinator again) a
 bounded. A call abandoned at the deadline keeps its thread until librdkafka answers it; its
 producer is never used again.
 
-What it must never do: take a call that did not answer for one that succeeded, or let a task
-wait on the target for minutes without saying so.
+The refresh does not always help: after the whole target was down (every broker SIGKILLed, started
+again 30 s later) a call went on waiting with every broker back in the producer's metadata. So a
+call that has not answered for :data:`PROBE_AFTER_S` is also checked against another client of the
+task: a ``probe`` asks the same group's coordinator through that client (exactly-once: the progress
+consumer's ``committed()``). If the coordinator has answered it at every probe for
+:data:`PROBE_CONFIRM_S` while the call still does not, the wait is librdkafka's, not Kafka's (a call
+that began before an outage had that long to reconnect), and the task fails at once with the same
+retriable error as at the deadline (the retry's ``init_transactions`` fences the stuck producer and
+aborts its transaction). :data:`PROBE_AFTER_S` lies above the longest wait seen from a busy but healthy transaction
+coordinator (28 s writing the first commit's markers on 1,000 fresh partitions,
+docs/performance.md), so a slow Kafka costs at most one needless retry, never a duplicate.
+
+What it must never do: take a call that did not answer for one that succeeded, fail a call that
+answered, or let a task wait on the target for minutes without saying so.
 """
 
 from __future__ import annotations
@@ -53,6 +65,14 @@ NUDGE_EVERY_S = 5.0
 ATTEMPT_S = 60.0
 #: Retries this soon after the first attempt are routine (a coordinator moving or loading): debug level.
 QUIET_S = 10.0
+#: A call that has not answered for this long is checked against another client (``probe``): past the
+#: longest wait a busy but healthy coordinator caused here (28 s, docs/performance.md).
+PROBE_AFTER_S = 30.0
+#: ... and the other client must have had its answers for this long, with none missed, while the call
+#: still has none: a call that began before an outage gets the time to reconnect once the target is back.
+PROBE_CONFIRM_S = 10.0
+#: A probe's own request waits at most this long (it runs in the waiting thread, between warnings).
+PROBE_TIMEOUT_S = 5.0
 
 
 def _retriable(exc: BaseException) -> bool:
@@ -86,14 +106,25 @@ def call_within(
     limit_s: float,
     detail: Callable[[], str] | None = None,
     nudge: Callable[[], None] | None = None,
+    probe: Callable[[float], str | None] | None = None,
     warn_every_s: float = WARN_EVERY_S,
     nudge_every_s: float = NUDGE_EVERY_S,
+    probe_after_s: float = PROBE_AFTER_S,
+    probe_confirm_s: float = PROBE_CONFIRM_S,
 ) -> T:
     """``call()`` in a thread of its own; its result, or its exception, within ``limit_s``.
 
     While it does not answer: ``nudge()`` every ``nudge_every_s``, a warning with ``detail()``
     every ``warn_every_s``. Past ``limit_s`` raises a retriable :class:`WriteError`; the call's
     thread is left to finish (or not) on its own, and the caller must not use its client again.
+
+    Once the call has waited ``probe_after_s``, ``probe(seconds)`` is asked right after each nudge
+    (so no more often): it asks what the call waits for through another client, within
+    ``seconds``, and returns what answered (a phrase for the log) or ``None``. Answers at every
+    probe for ``probe_confirm_s`` while the call still has none mean the call is stuck in its
+    client: the same retriable :class:`WriteError`, at once. A probe that fails or has no answer
+    proves nothing (and starts that span again); a call that answered is returned, whatever the
+    probe said.
     """
     outcome: list[tuple[bool, object]] = []
     answered = threading.Event()
@@ -108,24 +139,48 @@ def call_within(
 
     started = time.monotonic()
     threading.Thread(target=run, name="sparkmirror-target-call", daemon=True).start()
+    deadline = started + limit_s
     next_warning = started + warn_every_s
+    periodic = nudge is not None or probe is not None
     next_nudge = started + nudge_every_s
+    answering_since: float | None = None  # the probe has had answers since then, none missed
     while True:
         now = time.monotonic()
-        wake = min(next_warning, next_nudge if nudge is not None else next_warning, started + limit_s)
+        wake = min(next_warning, next_nudge if periodic else next_warning, deadline)
         if answered.wait(max(0.0, wake - now)):
             break
         now = time.monotonic()
-        waited = now - started
-        if nudge is not None and now >= next_nudge:
-            try:
-                nudge()
-            except Exception as exc:  # noqa: BLE001 - only a help; the wait goes on and says so
-                log.debug("%s: metadata refresh failed: %s", what, exc)
+        other_answered: str | None = None
+        if periodic and now >= next_nudge:
+            if nudge is not None:
+                try:
+                    nudge()
+                except Exception as exc:  # noqa: BLE001 - only a help; the wait goes on and says so
+                    log.debug("%s: metadata refresh failed: %s", what, exc)
+            if probe is not None and time.monotonic() - started >= probe_after_s and not answered.is_set():
+                answer = _probe(probe, what, max(0.1, min(PROBE_TIMEOUT_S, deadline - time.monotonic())))
+                if answer is None:
+                    answering_since = None
+                elif answering_since is None:
+                    answering_since = time.monotonic()
+                elif time.monotonic() - answering_since >= probe_confirm_s:
+                    other_answered = f"{answer} (for {time.monotonic() - answering_since:.0f}s)"
             next_nudge = time.monotonic() + nudge_every_s
         if answered.is_set():
             break
+        now = time.monotonic()
+        waited = now - started
         about = _detail(detail)
+        if answered.is_set():  # describing the wait takes a moment (a metadata request)
+            break
+        if other_answered is not None:
+            message = (
+                f"{what}: no answer for {waited:.0f}s, while {other_answered}: the call is taken as stuck "
+                f"inside librdkafka (librdkafka issue #5511), not waiting for Kafka{about}; the task fails and "
+                "Spark writes its range again with new clients"
+            )
+            log.warning("%s", message)
+            raise WriteError(message, terminal=False)
         if waited >= limit_s:
             raise WriteError(
                 f"{what}: no answer from the target within {limit_s:.0f}s{about}; "
@@ -139,6 +194,15 @@ def call_within(
     if ok:
         return value  # type: ignore[return-value]
     raise value  # type: ignore[misc]
+
+
+def _probe(probe: Callable[[float], str | None], what: str, timeout_s: float) -> str | None:
+    """What answered the probe, or ``None`` (no answer, or the probe failed: that proves nothing)."""
+    try:
+        return probe(timeout_s)
+    except Exception as exc:  # noqa: BLE001 - a probe only ever shortens a wait; its failure is no proof
+        log.debug("%s: probe failed: %s", what, exc)
+        return None
 
 
 def retry_within(

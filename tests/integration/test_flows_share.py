@@ -28,11 +28,14 @@ from sparkmirror.pipeline.exceptions import FlowFailed
 from sparkmirror.pipeline.session import pool_name
 
 #: X's backlog, in records; the test's rounds are TASK_MAX records per task, 2 tasks (local[2]).
-BACKLOG, PARTITIONS, TASK_MAX = 300_000, 4, 10_000
-#: Most X records copied while one Y record waited: a few rounds (a round is 2 * TASK_MAX). Measured up to
-#: 89,893 (4.5 rounds) on a quiet machine; one FIFO batch holds most of the backlog (the old code: 144,350
-#: of 200,000, or all of it).
-FAIR_SHARE = 120_000
+BACKLOG, PARTITIONS, TASK_MAX = 600_000, 4, 10_000
+#: Most X records copied while one Y record waited: a few rounds (a round is 2 * TASK_MAX), against one FIFO
+#: batch holding most of the backlog (the code before fair pools: 144,350 of 200,000, or all of it). Measured
+#: up to 89,893 (4.5 rounds) on a quiet machine; once X's rounds got faster (1 MB broker indexes, planned
+#: ranges in one read, produce by position) a Y record's fixed costs (its batch's planning and commit)
+#: spanned up to 140,000 (7 rounds), and a 300,000 backlog was copied before three Y records arrived. The
+#: bound is a third of the backlog, which a FIFO batch of the backlog exceeds.
+FAIR_SHARE = BACKLOG // 3
 
 
 def _fill(bootstrap: str, topic: str) -> None:

@@ -7,8 +7,10 @@ sink is final (see :mod:`.sink`): then, and only then, may Spark count the task 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from sparkmirror.core.ranges import SourceRange
@@ -31,9 +33,10 @@ def copy_arrow_batches(batches: Iterator[pa.RecordBatch], plan: WritePlan) -> It
     worker_logging()
     sink = Sink(plan, commit_for(plan))
     try:
-        for partition, records in arrow_records(batches):
-            sink.write(partition, records)
-        results = sink.close()
+        with collector_paused():
+            for partition, records in arrow_records(batches):
+                sink.write(partition, records)
+            results = sink.close()
     except BaseException:
         sink.abandon()
         raise
@@ -70,14 +73,36 @@ def copy_ranges(ranges: list[SourceRange], plan: WritePlan) -> list[PartitionRes
             todo.append(SourceRange(r.topic, r.partition, max(r.start, done), r.until))
         reader = iter(RangeReader(plan, todo))
         try:
-            for partition, records in reader:
-                sink.write(partition, records)
+            with collector_paused():
+                for partition, records in reader:
+                    sink.write(partition, records)
         finally:
             reader.close()  # a failed write closes the reader now (it drops a failed consumer)
-        return sink.close()
+        with collector_paused():
+            return sink.close()
     except BaseException:
         sink.abandon()
         raise
+
+
+@contextlib.contextmanager
+def collector_paused() -> Generator[None, None, None]:
+    """Python's cyclic garbage collector off while a task moves records; as it was afterwards.
+
+    Every record makes container objects (librdkafka's messages, the record tuples, a delivery
+    report each) that live until their run is produced and acknowledged, so they outlive the
+    young generation and keep triggering collections of the whole heap: with the collector on,
+    a quarter of a task's CPU went to it (``bench/direct_path.py``, docs/performance.md). The copy
+    makes no reference cycles (records, lists and bound methods are freed by reference counting),
+    so nothing waits for the collector meanwhile. Nested pauses leave it to the outermost one.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def keep_zip_directories() -> None:

@@ -788,7 +788,8 @@ class PartitionMap:
         the one before ended and downstream the same ``gap`` past its end; it continues the last
         chain when that one has fewer than ``max_batches`` batches. Never folded: the last segment
         written (at-least-once may extend it under its key), segments broken out of a chain
-        (:meth:`add`), and runs whose new chain key is held by another chain. Segments equal to a
+        (:meth:`add`), and a segment at the head of a new chain whose key another chain's record
+        holds (held, or broken by a replay from its first batch). Segments equal to a
         chain's batch (a fold whose tombstones were not written) are only tombstoned."""
         if len(self._segments) < 2:
             return []
@@ -821,7 +822,7 @@ class PartitionMap:
             if run and (run_head is not None or len(run) >= 2):
                 if run_head is not None:
                     folds.append(Fold(run_head.extended(run), tuple(run)))
-                elif run[0].upstream_start not in self._chains:
+                elif not self._key_taken(run[0].upstream_start):
                     folds.append(Fold(Chain.from_segments(run), tuple(run)))
             run_head, run, run_gap = None, [], None
 
@@ -848,12 +849,19 @@ class PartitionMap:
                     run_gap = gap
                     continue
                 close()
-            run, run_gap = [e], None
+            # A segment whose upstream start keys a chain (held, or broken into its batches by this
+            # replay of its first one) never heads a run: a chain under that key would replace that
+            # chain's record on the topic, and with it the older copies only that record holds.
+            run, run_gap = ([] if self._key_taken(e.upstream_start) else [e]), None
         close()
         if apply:
             for fold in folds:
                 self.apply_fold(fold)
         return folds
+
+    def _key_taken(self, upstream_start: int) -> bool:
+        """A chain record is keyed by this upstream start: a held chain's, or a broken one's."""
+        return upstream_start in self._chains or upstream_start in self._broken
 
     @staticmethod
     def _covering_chain(segment: Segment, chains: Iterable[Chain]) -> Chain | None:

@@ -182,6 +182,43 @@ def test_a_replay_of_a_chained_batch_replaces_it_like_a_segment() -> None:
     assert _answers(folded, 40, 50) == _answers(plain, 40, 50)
 
 
+def test_a_replay_from_a_chains_key_is_never_folded_under_that_key() -> None:
+    """An exactly-once replay that starts at a chain's first batch breaks the chain (invariant I);
+    the chain's record still holds the old copies' batches on the topic, so a fold must not write
+    a new chain under its key: compaction would drop the old copies from every reloaded map."""
+    plain, folded = OffsetMap(loaded=True), OffsetMap(loaded=True)
+    topic: list[tuple[bytes, bytes | None]] = []
+
+    def write(segs: list[Segment]) -> None:
+        for s in segs:
+            plain.add(s)
+            folded.add(s)
+            rec = s.to_record(0)
+            topic.append((rec.key_bytes(), rec.value_bytes()))
+
+    def fold() -> list[Fold]:
+        folds = folded.fold()
+        topic.extend((r.key_bytes(), r.value_bytes()) for f in folds if f.chain for r in [f.chain.to_record(0)])
+        topic.extend((s.to_record(0).key_bytes(), None) for f in folds for s in f.replaced)
+        return folds
+
+    write(_eos(6))  # upstream 0..30 at downstream 0..36
+    [first] = fold()
+    assert first.chain is not None and first.chain.key == 0
+    write(_eos(5, batch=7, d0=40))  # progress lost: a replay from upstream 0 again, in other batches
+    assert all(f.chain is None or f.chain.key != 0 for f in fold())
+    want = _answers(plain, 40, 85)
+    assert _answers(folded, 40, 85) == want
+    last = {k: i for i, (k, _v) in enumerate(topic)}  # compacted: the last record of each key
+    loaded = OffsetMap()
+    for i, (key, value) in enumerate(topic):
+        if last[key] == i:
+            loaded.apply_record(key, value)
+    loaded.mark_loaded()
+    assert _answers(loaded, 40, 85) == want
+    _check_chain_index(loaded)
+
+
 def test_the_fold_sees_the_chains_held_after_prunes_discards_and_growth() -> None:
     """The fold finds the open chain through an index of the chains in downstream order: a chain
     dropped (pruned, tombstoned) is not seen, a trimmed or grown one is seen as it is now."""
@@ -277,7 +314,10 @@ def runs(draw: st.DrawFn) -> Run:
             continue
         pm = reference.partition(T, 0)
         if pm is not None and len(pm) and draw(st.integers(0, 9)) == 0:
-            start = draw(st.integers(0, upstream_end))  # a replay from earlier (at-least-once)
+            # A replay from earlier (at-least-once), or from where an earlier batch began (exactly-once
+            # with its progress lost), which may be a chain's key.
+            starts = [s.upstream_start for s in pm.segments()]
+            start = draw(st.one_of(st.integers(0, upstream_end), st.sampled_from(starts)))
         else:
             start = upstream_end
         # Upstream records of the batch: mostly consecutive, sometimes a hole (compaction, source markers).

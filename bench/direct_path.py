@@ -7,7 +7,7 @@ and profiled on its own. Two local clusters; the source topic is filled once, th
 (each run to a fresh remote topic).
 
     .venv/bin/python bench/direct_path.py [--records 1000000] [--size 200] [--partitions 100]
-        [--tasks 2] [--runs 3] [--profile] [--compare-collector]
+        [--tasks 2] [--runs 3] [--profile] [--compare-collector] [--consumer K=V] [--producer K=V]
 
 Prints records/s (first read to last acknowledgement) and CPU microseconds of this process (its
 librdkafka threads included) per record; ``--profile`` adds cProfile's top functions of one run.
@@ -68,6 +68,10 @@ def fill(bootstrap: str, records: int, size: int, partitions: int) -> list[int]:
     return [records // partitions + (1 if q < records % partitions else 0) for q in range(partitions)]
 
 
+def overrides(pairs: list[str]) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in pairs)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -77,6 +81,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="cProfile the last run")
     ap.add_argument("--base-port", type=int, default=29400)
+    ap.add_argument("--consumer", action="append", default=[], metavar="KEY=VALUE", help="source consumer setting")
+    ap.add_argument("--producer", action="append", default=[], metavar="KEY=VALUE", help="target producer setting")
     ap.add_argument(
         "--compare-collector",
         action="store_true",
@@ -107,8 +113,8 @@ def main() -> None:
                 source_alias=alias,
                 target_alias="B",
                 policy=DefaultReplicationPolicy(),
-                producer_config=producer_config({"bootstrap.servers": boots["B"]}),
-                source_consumer_config={"bootstrap.servers": boots["A"]},
+                producer_config=producer_config({"bootstrap.servers": boots["B"], **overrides(args.producer)}),
+                source_consumer_config={"bootstrap.servers": boots["A"], **overrides(args.consumer)},
                 max_record_bytes={f"{alias}.{TOPIC}": 1_048_588},
             )
             profiler = cProfile.Profile() if args.profile and run == args.runs * len(modes) - 1 else None

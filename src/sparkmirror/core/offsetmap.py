@@ -822,7 +822,7 @@ class PartitionMap:
             if run and (run_head is not None or len(run) >= 2):
                 if run_head is not None:
                     folds.append(Fold(run_head.extended(run), tuple(run)))
-                elif not self._key_taken(run[0].upstream_start):
+                else:  # its head's key is free (a run never starts at a taken one, below)
                     folds.append(Fold(Chain.from_segments(run), tuple(run)))
             run_head, run, run_gap = None, [], None
 

@@ -72,13 +72,12 @@ def copy_ranges(ranges: list[SourceRange], plan: WritePlan) -> list[PartitionRes
                 )
             todo.append(SourceRange(r.topic, r.partition, max(r.start, done), r.until))
         reader = iter(RangeReader(plan, todo))
-        try:
-            with collector_paused():
+        with collector_paused():
+            try:
                 for partition, records in reader:
                     sink.write(partition, records)
-        finally:
-            reader.close()  # a failed write closes the reader now (it drops a failed consumer)
-        with collector_paused():
+            finally:
+                reader.close()  # a failed write closes the reader now (it drops a failed consumer)
             return sink.close()
     except BaseException:
         sink.abandon()
@@ -92,7 +91,7 @@ def collector_paused() -> Generator[None, None, None]:
     Every record makes container objects (librdkafka's messages, the record tuples, a delivery
     report each) that live until their run is produced and acknowledged, so they outlive the
     young generation and keep triggering collections of the whole heap: with the collector on,
-    a quarter of a task's CPU went to it (``bench/direct_path.py``, docs/performance.md). The copy
+    a fifth of a task's CPU went to it (``bench/direct_path.py``, docs/performance.md). The copy
     makes no reference cycles (records, lists and bound methods are freed by reference counting),
     so nothing waits for the collector meanwhile. Nested pauses leave it to the outermost one.
     """

@@ -1,4 +1,4 @@
-"""The tasks' pause of Python's cyclic garbage collector (docs/performance.md: a quarter of the CPU)."""
+"""The tasks' pause of Python's cyclic garbage collector (docs/performance.md: a fifth of the copy's CPU)."""
 
 from __future__ import annotations
 

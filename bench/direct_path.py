@@ -4,10 +4,13 @@ Spark is left out so that the Python work per record of the default pipeline (li
 consume, the range bookkeeping, one produce call and one delivery report per record) can be measured
 and profiled on its own. Two local clusters; the source topic is filled once, then
 ``sparkmirror.pipeline.executor.tasks.copy_ranges`` copies it whole, in-process, ``--runs`` times
-(each run to a fresh remote topic).
+(each run to fresh remote topics). ``--topics 200 --hot 4`` lays the partitions out as the scale
+scenario does (topics of ``partitions / topics`` partitions, the first ``--hot`` holding half of
+the records).
 
     .venv/bin/python bench/direct_path.py [--records 1000000] [--size 200] [--partitions 100]
-        [--tasks 2] [--runs 3] [--profile] [--compare-collector] [--consumer K=V] [--producer K=V]
+        [--topics 1] [--hot 0] [--tasks 2] [--runs 3] [--profile] [--compare-collector]
+        [--consumer K=V] [--producer K=V]
 
 Prints records/s (first read to last acknowledgement) and CPU microseconds of this process (its
 librdkafka threads included) per record; ``--profile`` adds cProfile's top functions of one run.
@@ -31,10 +34,10 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sparkmirror.core.policy import DefaultReplicationPolicy
-from sparkmirror.core.ranges import SourceRange
+from sparkmirror.core.ranges import SourceRange, share_out
 from sparkmirror.devcluster.cluster import DevClusters
 from sparkmirror.kafka.clients import producer_config
-from sparkmirror.pipeline.executor import tasks
+from sparkmirror.pipeline.executor import clients, tasks
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.tasks import collector_paused as paused
 from sparkmirror.pipeline.executor.tasks import copy_ranges
@@ -52,20 +55,43 @@ def recreate(admin: AdminClient, topic: str, partitions: int) -> None:
         f.result()
 
 
-def fill(bootstrap: str, records: int, size: int, partitions: int) -> list[int]:
-    """``records`` of ``size`` bytes with one header, spread evenly; returns each partition's end."""
+def layout(records: int, topics: int, partitions: int, hot: int) -> dict[tuple[str, int], int]:
+    """Records per (topic, partition): ``partitions / topics`` partitions a topic; with ``hot``, the
+    first ``hot`` topics hold half of the records and the rest share the other half."""
+    names = [TOPIC] if topics == 1 else [f"{TOPIC}{i:03d}" for i in range(topics)]
+    per_topic = partitions // topics
+    hot_names, cold = (names[:hot], names[hot:]) if 0 < hot < topics else (names, [])
+    hot_total = records // 2 if cold else records
+    share = dict.fromkeys(names, 0)
+    for part, total in ((hot_names, hot_total), (cold, records - hot_total)):
+        for i, t in enumerate(part):
+            share[t] = total // len(part) + (1 if i < total % len(part) else 0)
+    return {
+        (t, q): n // per_topic + (1 if q < n % per_topic else 0) for t, n in share.items() for q in range(per_topic)
+    }
+
+
+def fill(bootstrap: str, counts: dict[tuple[str, int], int], size: int) -> None:
+    """Each partition's count of ``size``-byte records with one header, produced round-robin."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": "20", "batch.size": "1000000", "acks": "1"})
     value = os.urandom(size)
     now = int(time.time() * 1000)
-    for i in range(records):
-        while True:
-            try:
-                p.produce(TOPIC, value, b"k%d" % i, i % partitions, timestamp=now, headers=[("h", b"1")])
-                break
-            except BufferError:
-                p.poll(0.05)
-    p.flush(120)
-    return [records // partitions + (1 if q < records % partitions else 0) for q in range(partitions)]
+    left = dict(counts)
+    i = 0
+    while left:
+        for tp in list(left):
+            topic, q = tp
+            while True:
+                try:
+                    p.produce(topic, value, b"k%d" % i, q, timestamp=now, headers=[("h", b"1")])
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            i += 1
+            left[tp] -= 1
+            if not left[tp]:
+                del left[tp]
+    p.flush(300)
 
 
 def overrides(pairs: list[str]) -> dict[str, str]:
@@ -77,6 +103,8 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--size", type=int, default=200)
     ap.add_argument("--partitions", type=int, default=100)
+    ap.add_argument("--topics", type=int, default=1, help="topics the partitions are spread over")
+    ap.add_argument("--hot", type=int, default=0, help="topics holding half of the records (0: even)")
     ap.add_argument("--tasks", type=int, default=2, help="tasks the ranges are split into, run one after another")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="cProfile the last run")
@@ -93,11 +121,16 @@ def main() -> None:
     clusters = DevClusters(workdir / "dev")
     try:
         boots = clusters.up(["A", "B"], base_port=args.base_port)
-        recreate(AdminClient({"bootstrap.servers": boots["A"]}), TOPIC, args.partitions)
-        ends = fill(boots["A"], args.records, args.size, args.partitions)
+        counts = layout(args.records, args.topics, args.partitions, args.hot)
+        names = sorted({t for t, _ in counts})
+        per_topic = args.partitions // args.topics
+        admin_a = AdminClient({"bootstrap.servers": boots["A"]})
+        for t in names:
+            recreate(admin_a, t, per_topic)
+        fill(boots["A"], counts, args.size)
         admin_b = AdminClient({"bootstrap.servers": boots["B"]})
-        ranges = [SourceRange(TOPIC, q, 0, end) for q, end in enumerate(ends)]
-        groups = [ranges[i :: args.tasks] for i in range(args.tasks)]
+        ranges = [SourceRange(t, q, 0, n) for (t, q), n in sorted(counts.items())]
+        groups = share_out(ranges, args.tasks)  # as the driver shares a batch out
         modes = ["paused", "collecting"] if args.compare_collector else ["paused"]
         rates: dict[str, list[float]] = {m: [] for m in modes}
         costs: dict[str, list[float]] = {m: [] for m in modes}
@@ -107,7 +140,8 @@ def main() -> None:
             # A remote topic of its own per run (a source alias per run): a topic deleted and made
             # again under the same name races the cached producer's metadata.
             alias = f"R{run}"
-            recreate(admin_b, f"{alias}.{TOPIC}", args.partitions)
+            for f in admin_b.create_topics([NewTopic(f"{alias}.{t}", per_topic, 1) for t in names]).values():
+                f.result()
             plan = WritePlan(
                 flow=f"{alias}->B",
                 source_alias=alias,
@@ -115,7 +149,7 @@ def main() -> None:
                 policy=DefaultReplicationPolicy(),
                 producer_config=producer_config({"bootstrap.servers": boots["B"], **overrides(args.producer)}),
                 source_consumer_config={"bootstrap.servers": boots["A"], **overrides(args.consumer)},
-                max_record_bytes={f"{alias}.{TOPIC}": 1_048_588},
+                max_record_bytes={f"{alias}.{t}": 1_048_588 for t in names},
             )
             profiler = cProfile.Profile() if args.profile and run == args.runs * len(modes) - 1 else None
             t0, c0 = time.perf_counter(), time.process_time()
@@ -131,6 +165,9 @@ def main() -> None:
             rates[mode].append(copied / elapsed)
             costs[mode].append(cpu / copied * 1e6)
             print(f"run {run + 1} ({mode}): {rates[mode][-1]:,.0f} records/s, {costs[mode][-1]:.2f} CPU us/record")
+            clients.close_all()  # an earlier run's idle clients would cost the next one CPU
+            for f in admin_b.delete_topics([f"{alias}.{t}" for t in names], operation_timeout=60).values():
+                f.result()  # the next run's topics alone on B
             if profiler is not None:
                 buf = io.StringIO()
                 pstats.Stats(profiler, stream=buf).sort_stats("tottime").print_stats(16)
@@ -139,7 +176,7 @@ def main() -> None:
             print(
                 f"{m}: median over {args.runs} runs {statistics.median(rates[m]):,.0f} records/s, "
                 f"{statistics.median(costs[m]):.2f} CPU us/record ({args.records:,} records of {args.size} B, "
-                f"{args.partitions} partitions, {args.tasks} tasks)"
+                f"{args.partitions} partitions in {args.topics} topics, {args.hot} hot, {args.tasks} tasks)"
             )
     finally:
         clusters.down()

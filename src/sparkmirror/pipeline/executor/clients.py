@@ -48,6 +48,18 @@ def forget(client: object) -> None:
                 del _CLIENTS[k]
 
 
+def close_all() -> None:
+    """Forget and close every cached client (a benchmark between its runs; workers never do)."""
+    with _LOCK:
+        cached = list(_CLIENTS.values())
+        _CLIENTS.clear()
+    for client in cached:
+        try:
+            client.close()  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+
+
 def producer(plan: WritePlan) -> Producer:
     """The worker's at-least-once producer of this flow and configuration."""
     from sparkmirror.kafka.factory import new_producer

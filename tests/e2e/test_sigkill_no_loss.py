@@ -35,7 +35,9 @@ RECORDS = 100_000
 PARTITIONS = 4
 
 
-def _producer_thread(bootstrap: str, topic: str, done: threading.Event, errors: list[object]) -> None:
+def _producer_thread(
+    bootstrap: str, topic: str, done: threading.Event, hurry: threading.Event, errors: list[object]
+) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 10})
     start = time.monotonic()
     for i in range(RECORDS):
@@ -51,12 +53,13 @@ def _producer_thread(bootstrap: str, topic: str, done: threading.Event, errors: 
                 break
             except BufferError:
                 p.poll(0.05)
-        # Spread the load over ~100 s so that the kills land mid-stream.
+        # 1,000 records a second until the last kill has been sent (so every kill lands
+        # mid-stream, however long the runs take to start), then the rest at once.
         if i % 1000 == 999:
             p.poll(0)
             ahead = (i + 1) / 1000 - (time.monotonic() - start)
             if ahead > 0:
-                time.sleep(ahead)
+                hurry.wait(ahead)
     p.flush(120)
     done.set()
 
@@ -71,9 +74,11 @@ def test_sigkill_three_times_loses_nothing(bootstraps, tmp_path: Path) -> None:
         checkpoints=tmp_path / "checkpoints",
         extra=f"A->B.topics = {topic}\nsparkmirror.batch.max.records = 5000\n",
     )
-    done = threading.Event()
+    done, hurry = threading.Event(), threading.Event()
     errors: list[object] = []
-    producer = threading.Thread(target=_producer_thread, args=(bootstraps["A"], topic, done, errors), daemon=True)
+    producer = threading.Thread(
+        target=_producer_thread, args=(bootstraps["A"], topic, done, hurry, errors), daemon=True
+    )
     producer.start()
     rng = random.Random(int(os.environ.get("SPARKMIRROR_TEST_SEED", "0")) or None)
     log = tmp_path / "run.log"
@@ -95,6 +100,7 @@ def test_sigkill_three_times_loses_nothing(bootstraps, tmp_path: Path) -> None:
             proc.wait(30)
             kills += 1
             print(f"SIGKILL #{kills} sent (producer done: {done.is_set()})")
+    hurry.set()
     producer.join(300)
     assert done.is_set() and not errors, errors
 

@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.executor import waits
 from sparkmirror.pipeline.executor.waits import call_within, retry_within
 
 
@@ -223,3 +224,33 @@ def test_an_error_kafka_does_not_call_retriable_is_raised_at_once() -> None:
     with pytest.raises(KafkaException):
         retry_within(call, what="x", limit_s=10)
     assert len(calls) == 1
+
+
+def test_a_call_that_blocks_for_its_whole_timeout_says_what_it_waits_for_after_each_attempt(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """commit_transaction flushing to a slow target blocks for the whole timeout it is given: each
+    attempt is cut to the warning interval, so the wait is reported at that pace, not once a minute."""
+    attempts: list[float] = []
+
+    def call(left: float) -> int:
+        attempts.append(left)
+        if len(attempts) < 4:
+            time.sleep(left)  # librdkafka waited its whole timeout
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
+        return 7
+
+    with caplog.at_level(logging.WARNING):
+        got = retry_within(
+            call, what="flow=A->B t[0]: commit_transaction(tx)", limit_s=30, quiet_s=0, attempt_s=0.2,
+            detail=lambda: "waiting for the transaction coordinator of tx", max_delay_s=0.01,
+        )  # fmt: skip
+    assert got == 7
+    assert all(left <= 0.2 for left in attempts)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 3
+    assert all("_TIMED_OUT" in w and "transaction coordinator of tx" in w for w in warnings)
+
+
+def test_no_attempt_outlasts_the_warning_interval() -> None:
+    assert waits.ATTEMPT_S <= waits.WARN_EVERY_S

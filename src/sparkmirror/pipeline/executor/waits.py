@@ -61,8 +61,11 @@ T = TypeVar("T")
 WARN_EVERY_S = 15.0
 #: While ``send_offsets_to_transaction`` does not answer, the producer's metadata is refreshed this often.
 NUDGE_EVERY_S = 5.0
-#: Longest single attempt of a call that takes a timeout (librdkafka's own timeouts).
-ATTEMPT_S = 60.0
+#: Longest single attempt of a call that takes a timeout (librdkafka's own timeouts): no longer than
+#: the warning interval, so a call that blocks (``commit_transaction`` flushing what the group
+#: produced to a slow target) times out and says so before the next warning is due. librdkafka's
+#: transactional calls and ``committed()`` take a timeout as retriable and resume where they were.
+ATTEMPT_S = WARN_EVERY_S
 #: Retries this soon after the first attempt are routine (a coordinator moving or loading): debug level.
 QUIET_S = 10.0
 #: A call that has not answered for this long is checked against another client (``probe``): past the
@@ -213,11 +216,12 @@ def retry_within(
     detail: Callable[[], str] | None = None,
     max_delay_s: float = 5.0,
     quiet_s: float = QUIET_S,
+    attempt_s: float = ATTEMPT_S,
 ) -> T:
     """``call(seconds left)`` again while Kafka says its error may pass, for at most ``limit_s``.
 
     For librdkafka calls that keep their own timeout (``init_transactions``, ``committed``,
-    ``commit_transaction``): each attempt gets at most :data:`ATTEMPT_S` of the time left. Every
+    ``commit_transaction``): each attempt gets at most ``attempt_s`` of the time left. Every
     retry later than ``quiet_s`` after the first attempt is a warning naming the error (earlier
     ones are routine: debug); past ``limit_s`` raises a retriable :class:`WriteError`. An error
     Kafka does not call retriable is raised at once.
@@ -228,7 +232,7 @@ def retry_within(
     while True:
         left = deadline - time.monotonic()
         try:
-            return call(max(1.0, min(ATTEMPT_S, left)))
+            return call(max(min(1.0, attempt_s), min(attempt_s, left)))
         except Exception as exc:
             if not _retriable(exc):
                 raise

@@ -311,6 +311,24 @@ def test_a_full_producer_queue_says_what_it_waits_for_every_interval(
     assert SECRET not in caplog.text
 
 
+def test_a_producer_queue_that_never_frees_fails_the_task_past_the_flush_limit_saying_why(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink_module, "WARN_EVERY_S", 0.2)
+    producer = QueueFullProducer(capacity=3, frees_after_polls=10**9)  # a queue that stays full
+    sink = Sink(_secret_plan(flush_timeout_s=0.5), _OneProducer(producer))  # type: ignore[arg-type]
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="sparkmirror"), pytest.raises(WriteError) as raised:
+        sink.write(("t", 0), _records(range(100, 104)))
+    assert 0.5 <= time.monotonic() - started < 3
+    assert raised.value.retriable
+    text = str(raised.value)
+    assert text.startswith("flow=A->B t[0] offsets 100..102: the producer's queue is full; offset 103 has waited")
+    assert "A.t[0] leader broker 2" in text and "giving up after 0.5s: the task fails" in text
+    assert sink.parts[("t", 0)].sent == [100, 101, 102], "the record that never fitted is not counted as sent"
+    assert SECRET not in text and SECRET not in caplog.text
+
+
 def test_a_producer_queue_that_frees_quickly_says_nothing(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

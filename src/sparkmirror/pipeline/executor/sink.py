@@ -388,7 +388,9 @@ class Sink:
             )
 
         try:
-            produce_when_room(producer, produce, waiting)
+            produce_when_room(producer, produce, waiting, self.plan.flush_timeout_s)
+        except WriteError:
+            raise  # the queue never freed: already says where and why
         except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
             self._local_refusal(w, exc, record)
             return False
@@ -444,18 +446,23 @@ class Sink:
             raise RuntimeError(f"injected task failure after {written} records (test hook)")
 
 
-def produce_when_room(producer: Producer, produce: Callable[[], None], waiting: Callable[[float], str]) -> None:
+def produce_when_room(
+    producer: Producer, produce: Callable[[], None], waiting: Callable[[float], str], limit_s: float
+) -> None:
     """``produce()`` again until the producer's local queue takes the record, serving delivery
     reports meanwhile; for a caller whose ``produce()`` raised :class:`BufferError`.
 
     The queue stays full while the target does not acknowledge what it holds. librdkafka bounds
     the wait: it fails queued records after ``delivery.timeout.ms``, which frees the queue (and
     fails the batch once its acknowledgements are awaited). Until then the wait says what it waits
-    for (``waiting(seconds waited)``) every :data:`~.waits.WARN_EVERY_S` seconds. Errors of
+    for (``waiting(seconds waited)``) every :data:`~.waits.WARN_EVERY_S` seconds, and past
+    ``limit_s`` (the flush limit: a ``delivery.timeout.ms`` above it, or a queue that frees no
+    room) it fails the task with a retriable :class:`WriteError` saying the same. Errors of
     ``produce()`` other than :class:`BufferError` are the caller's.
     """
     started = time.monotonic()
     next_warning = started + WARN_EVERY_S
+    deadline = started + limit_s
     while True:
         producer.poll(_QUEUE_FULL_POLL_S)
         try:
@@ -464,6 +471,15 @@ def produce_when_room(producer: Producer, produce: Callable[[], None], waiting: 
         except BufferError:
             pass
         now = time.monotonic()
+        if now >= deadline:
+            try:
+                text = waiting(now - started)
+            except Exception as exc:  # noqa: BLE001 - the failure must say why, whatever the description
+                text = f"the producer's queue stayed full for {now - started:.0f}s (cannot describe the wait: {exc})"
+            raise WriteError(
+                f"{text}; giving up after {limit_s:g}s: the task fails and Spark writes its range again",
+                terminal=False,
+            )
         if now >= next_warning:
             next_warning += WARN_EVERY_S
             _warn(functools.partial(waiting, now - started))
@@ -639,7 +655,7 @@ def settle_record_failures(producer: Producer, plan: WritePlan, parts: Sequence[
         try:
             send()
         except BufferError:
-            produce_when_room(producer, send, queue_full)
+            produce_when_room(producer, send, queue_full, plan.flush_timeout_s)
         w.dead_lettered += 1
         log.warning("flow=%s %s sent to dead-letter topic %s: %s", plan.flow, where, dlq, reason)
 

@@ -254,3 +254,18 @@ def test_a_call_that_blocks_for_its_whole_timeout_says_what_it_waits_for_after_e
 
 def test_no_attempt_outlasts_the_warning_interval() -> None:
     assert waits.ATTEMPT_S <= waits.WARN_EVERY_S
+
+
+def test_a_timed_out_attempt_is_retried_even_without_the_retriable_flag() -> None:
+    """The consumer's committed() raises _TIMED_OUT without librdkafka's retriable flag; an attempt
+    cut to the warning interval must not fail the task before its limit."""
+    attempts: list[float] = []
+
+    def call(left: float) -> int:
+        attempts.append(left)
+        if len(attempts) < 3:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Local: Timed out"))
+        return 5
+
+    assert retry_within(call, what="flow=A->B reading the progress", limit_s=10, max_delay_s=0.01) == 5
+    assert len(attempts) == 3

@@ -88,8 +88,15 @@ def _retriable(exc: BaseException) -> bool:
     if err.fatal() or err.txn_requires_abort():
         return False
     # A consumer's or producer's coordinator request reports these as not retriable, yet they pass
-    # once the coordinator has moved or loaded (see kafka/retry.py).
-    moving = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR}
+    # once the coordinator has moved or loaded (see kafka/retry.py). A timed-out attempt too: the
+    # consumer's ``committed()`` raises it without the retriable flag, and each attempt is cut to
+    # :data:`ATTEMPT_S` so that the wait is said; the caller's limit still bounds the whole wait.
+    moving = {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError._TIMED_OUT,
+    }
     return bool(err.retriable()) or err.code() in moving
 
 

@@ -315,7 +315,7 @@ def test_a_producer_queue_that_never_frees_fails_the_task_past_the_flush_limit_s
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sink_module, "WARN_EVERY_S", 0.2)
-    producer = QueueFullProducer(capacity=3, frees_after_polls=10**9)  # a queue that stays full
+    producer = QueueFullProducer(capacity=3, frees_after_polls=100)  # full for 5 s, far past the limit
     sink = Sink(_secret_plan(flush_timeout_s=0.5), _OneProducer(producer))  # type: ignore[arg-type]
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="sparkmirror"), pytest.raises(WriteError) as raised:

@@ -269,3 +269,16 @@ def test_a_timed_out_attempt_is_retried_even_without_the_retriable_flag() -> Non
 
     assert retry_within(call, what="flow=A->B reading the progress", limit_s=10, max_delay_s=0.01) == 5
     assert len(attempts) == 3
+
+
+def test_a_timeout_that_requires_an_abort_is_raised_at_once_not_retried() -> None:
+    """send_offsets_to_transaction's timeout makes the transaction abortable: never retried."""
+    calls: list[float] = []
+
+    def call(left: float) -> None:
+        calls.append(left)
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out", txn_requires_abort=True))
+
+    with pytest.raises(KafkaException):
+        retry_within(call, what="x", limit_s=10)
+    assert len(calls) == 1

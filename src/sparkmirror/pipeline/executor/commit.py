@@ -50,6 +50,11 @@ log = logging.getLogger(__name__)
 _MAX_COMMIT_THREADS = 8
 #: All aborts of a failed task together wait at most this long (the next attempt fences anyway).
 _ABORT_S = 30.0
+#: librdkafka's own timeout for one ``send_offsets_to_transaction``. Unlike ``commit_transaction``,
+#: the call does not resume after a timeout: one that runs out while the group's coordinator is
+#: still being looked for makes the transaction abortable, so it gets more than the other steps'
+#: attempts (:data:`~.waits.ATTEMPT_S`); :func:`~.waits.call_within` says every 15 s what it waits for.
+_SEND_OFFSETS_ATTEMPT_S = 60.0
 
 
 def commit_for(plan: WritePlan) -> Commit:
@@ -209,6 +214,7 @@ class Transactional:
             what=what,
             limit_s=plan.target_wait_s,
             detail=waiting_for_group,
+            attempt_s=_SEND_OFFSETS_ATTEMPT_S,
         )
 
         def waiting_for_coordinator() -> str:

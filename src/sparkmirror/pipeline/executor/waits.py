@@ -63,8 +63,9 @@ WARN_EVERY_S = 15.0
 NUDGE_EVERY_S = 5.0
 #: Longest single attempt of a call that takes a timeout (librdkafka's own timeouts): no longer than
 #: the warning interval, so a call that blocks (``commit_transaction`` flushing what the group
-#: produced to a slow target) times out and says so before the next warning is due. librdkafka's
-#: transactional calls and ``committed()`` take a timeout as retriable and resume where they were.
+#: produced to a slow target) times out and says so before the next warning is due. After a timeout
+#: ``init_transactions`` and ``commit_transaction`` resume where they were and ``committed()`` is
+#: only asked again; ``send_offsets_to_transaction`` does not resume, and its caller gives it more.
 ATTEMPT_S = WARN_EVERY_S
 #: Retries this soon after the first attempt are routine (a coordinator moving or loading): debug level.
 QUIET_S = 10.0

@@ -472,12 +472,9 @@ def produce_when_room(
             pass
         now = time.monotonic()
         if now >= deadline:
-            try:
-                text = waiting(now - started)
-            except Exception as exc:  # noqa: BLE001 - the failure must say why, whatever the description
-                text = f"the producer's queue stayed full for {now - started:.0f}s (cannot describe the wait: {exc})"
             raise WriteError(
-                f"{text}; giving up after {limit_s:g}s: the task fails and Spark writes its range again",
+                f"{_describe(functools.partial(waiting, now - started))}; giving up after {limit_s:g}s: "
+                "the task fails and Spark writes its range again",
                 terminal=False,
             )
         if now >= next_warning:
@@ -560,12 +557,16 @@ def flush_within(
 
 
 def _warn(waiting: Callable[[], str]) -> None:
-    """A waiting task's warning, ``waiting()``; describing the wait must not fail it."""
+    """A waiting task's warning, ``waiting()``."""
+    log.warning("%s", _describe(waiting))
+
+
+def _describe(waiting: Callable[[], str]) -> str:
+    """``waiting()``, the description of a task's wait; describing it must not fail the wait."""
     try:
-        text = waiting()
-    except Exception as exc:  # noqa: BLE001 - the warning must not fail the wait
-        text = f"a task waits on the target (cannot describe the wait: {exc})"
-    log.warning("%s", text)
+        return waiting()
+    except Exception as exc:  # noqa: BLE001 - the wait (or its failure) must still be said
+        return f"a task waits on the target (cannot describe the wait: {exc})"
 
 
 def unacknowledged(producer: Producer, parts: Sequence[PartitionWrite]) -> str:

@@ -33,6 +33,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from scale import Scale
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.ranges import SourceRange, share_out
 from sparkmirror.devcluster.cluster import DevClusters
@@ -42,7 +43,8 @@ from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.tasks import collector_paused as paused
 from sparkmirror.pipeline.executor.tasks import copy_ranges
 
-TOPIC = "bench"
+#: Source topics are named <PREFIX>000, <PREFIX>001, ...
+PREFIX = "bench-"
 
 
 def recreate(admin: AdminClient, topic: str, partitions: int) -> None:
@@ -57,17 +59,13 @@ def recreate(admin: AdminClient, topic: str, partitions: int) -> None:
 
 def layout(records: int, topics: int, partitions: int, hot: int) -> dict[tuple[str, int], int]:
     """Records per (topic, partition): ``partitions / topics`` partitions a topic; with ``hot``, the
-    first ``hot`` topics hold half of the records and the rest share the other half."""
-    names = [TOPIC] if topics == 1 else [f"{TOPIC}{i:03d}" for i in range(topics)]
+    first ``hot`` topics hold half of the records, as in the scale scenario (0: an even spread)."""
     per_topic = partitions // topics
-    hot_names, cold = (names[:hot], names[hot:]) if 0 < hot < topics else (names, [])
-    hot_total = records // 2 if cold else records
-    share = dict.fromkeys(names, 0)
-    for part, total in ((hot_names, hot_total), (cold, records - hot_total)):
-        for i, t in enumerate(part):
-            share[t] = total // len(part) + (1 if i < total % len(part) else 0)
+    scale = Scale(topics=topics, partitions=per_topic, hot=hot or topics, groups=0, prefix=PREFIX)
     return {
-        (t, q): n // per_topic + (1 if q < n % per_topic else 0) for t, n in share.items() for q in range(per_topic)
+        (t, q): n // per_topic + (1 if q < n % per_topic else 0)
+        for t, n in scale.records_per_topic(records).items()
+        for q in range(per_topic)
     }
 
 

@@ -319,6 +319,11 @@ def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
         f"consumer and producer; JVM `{' '.join(s['jvm']['limit'])}`.",
         "- sparkmirror: `sparkmirror run` with its defaults (Spark `local[*]`)"
         + (f", extra: `{'`, `'.join(s['sparkmirror_props'])}`" if s["sparkmirror_props"] else "")
+        + (
+            f", at-least-once writer `sparkmirror.writer = {s['writer']}`"
+            if s.get("writer", "python") != "python"
+            else ""
+        )
         + "; `--once` for the throughput phase.",
         f"- Latency phase: {s['rate']:,} records/s offered for {s['latency_seconds']} s by a paced producer after "
         f"{s['warmup_seconds']} s of warm-up the system had to mirror first.",
@@ -631,7 +636,13 @@ def render_scale(
             if result["sparkmirror_code"]["uncommitted_src_files"]
             else ""
         )  # fmt: skip
-        + f". MM2 `tasks.max={st['tasks_max']}`, limit loop {st['limit_threads']} copy threads. How the scale "
+        + f". MM2 `tasks.max={st['tasks_max']}`, limit loop {st['limit_threads']} copy threads"
+        + (
+            f", sparkmirror at-least-once with `sparkmirror.writer = {st['writer']}`"
+            if st.get("writer", "python") != "python"
+            else ""
+        )
+        + ". How the scale "
         "scenario measures: [bench/README.md](bench/README.md).",
         "",
     ]

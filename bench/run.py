@@ -98,6 +98,7 @@ class Settings:
     mm2_props: tuple[str, ...]
     sparkmirror_debug: bool = False
     scenario: str = "default"
+    writer: str = "python"
     scale_topics: int = 200
     scale_partitions: int = 5
     scale_hot: int = 4
@@ -135,6 +136,12 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     ap.add_argument("--settle-seconds", type=int, default=15, help="pause after loading the workload")
     ap.add_argument("--base-port", type=int, default=31092)
     ap.add_argument("--stall-timeout", type=int, default=180, help="seconds without progress on B that fail a run")
+    ap.add_argument(
+        "--writer",
+        choices=("python", "jvm"),
+        default="python",
+        help="sparkmirror's at-least-once writer (sparkmirror.writer)",
+    )
     ap.add_argument("--systems", default="limit,mm2,sparkmirror_at_least_once,sparkmirror_exactly_once")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (configs, logs) after the run")
     ap.add_argument("--sparkmirror-prop", action="append", default=[], metavar="KEY=VALUE",
@@ -189,6 +196,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         mm2_props=tuple(a.mm2_prop),
         sparkmirror_debug=a.sparkmirror_debug,
         scenario=a.scenario,
+        writer=a.writer,
         scale_topics=a.scale_topics,
         scale_partitions=a.scale_partitions,
         scale_hot=a.scale_hot,
@@ -648,6 +656,7 @@ def main(argv: list[str] | None = None) -> Path:
             sparkmirror_extra=_props(s.sparkmirror_props),
             sparkmirror_debug=s.sparkmirror_debug,
             spark_master=s.spark_master,
+            writer=s.writer,
         )
         bench = Bench(s, boots, workdir, positions, common)
         systems = [r for r in rep.all_replicators(common, jvm) if r.name in s.systems]

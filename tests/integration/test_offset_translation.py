@@ -50,13 +50,13 @@ def _checkpoints(bootstrap: str, group: str) -> dict[tuple[str, int], Checkpoint
     return latest
 
 
-def _mirror_once(bootstraps, tmp_path: Path, checkpoints: Path, topic: str) -> None:
+def _mirror_once(bootstraps, tmp_path: Path, checkpoints: Path, topic: str, writer: str = "python") -> None:
     cfg = write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=checkpoints,
-        extra=f"A->B.topics = {topic}\n",
+        extra=f"A->B.topics = {topic}\nsparkmirror.writer = {writer}\n",
     )
     Mirror(load_config(cfg), once=True).run()
 
@@ -129,7 +129,8 @@ def test_translation_survives_a_restart_kafka_15905(bootstraps, spark, tmp_path:
     _check_exact(bootstraps, tmp_path, topic, group, {0: 500})
 
 
-def test_transactional_topic_with_aborted_records(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+@pytest.mark.parametrize("writer", ["python", "jvm"])
+def test_transactional_topic_with_aborted_records(bootstraps, spark, tmp_path: Path, checkpoints, writer: str) -> None:
     topic = unique("tr-tx")
     create_topics(bootstraps["A"], {topic: 1})
     tx = Producer({"bootstrap.servers": bootstraps["A"], "transactional.id": unique("tx")})
@@ -147,7 +148,7 @@ def test_transactional_topic_with_aborted_records(bootstraps, spark, tmp_path: P
     positions = {unique("g-in"): offsets[10], unique("g-after-abort"): offsets[50], unique("g-marker"): offsets[49] + 1}
     for group, g in positions.items():
         _commit(bootstraps["A"], group, topic, {0: g})
-    _mirror_once(bootstraps, tmp_path, checkpoints, topic)
+    _mirror_once(bootstraps, tmp_path, checkpoints, topic, writer)
     for group, g in positions.items():
         _check_exact(bootstraps, tmp_path, topic, group, {0: g})
 

@@ -32,8 +32,12 @@ def _setup(bootstraps: dict[str, str], prefix: str) -> tuple[str, list[Rec]]:
     return topic, records
 
 
+WRITERS = pytest.mark.parametrize("writer", ["python", "jvm"])
+
+
+@WRITERS
 def test_record_too_large_stops_the_flow_naming_topic_partition_offset(
-    bootstraps, spark, tmp_path: Path, checkpoints
+    bootstraps, spark, tmp_path: Path, checkpoints, writer: str
 ) -> None:
     prefix = unique("toolarge")
     topic, _ = _setup(bootstraps, prefix)
@@ -42,7 +46,7 @@ def test_record_too_large_stops_the_flow_naming_topic_partition_offset(
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=checkpoints,
-        extra=f"A->B.topics = {prefix}\\..*\nsync.topic.configs.enabled = false\n",
+        extra=f"A->B.topics = {prefix}\\..*\nsync.topic.configs.enabled = false\nsparkmirror.writer = {writer}\n",
     )
     with pytest.raises(FlowFailed) as err:
         Mirror(load_config(cfg), once=True).run()
@@ -52,8 +56,9 @@ def test_record_too_large_stops_the_flow_naming_topic_partition_offset(
     assert "errors.tolerance=all" in text
 
 
+@WRITERS
 def test_errors_tolerance_all_sends_the_record_to_the_dead_letter_topic(
-    bootstraps, spark, tmp_path: Path, checkpoints
+    bootstraps, spark, tmp_path: Path, checkpoints, writer: str
 ) -> None:
     prefix = unique("dlq")
     topic, records = _setup(bootstraps, prefix)
@@ -65,7 +70,7 @@ def test_errors_tolerance_all_sends_the_record_to_the_dead_letter_topic(
         checkpoints=checkpoints,
         extra=(
             f"A->B.topics = {prefix}\\.big\nsync.topic.configs.enabled = false\n"
-            f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {dlq}\n"
+            f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {dlq}\nsparkmirror.writer = {writer}\n"
         ),
     )
     runners = Mirror(load_config(cfg), once=True).run()

@@ -209,6 +209,18 @@ def segments_from_offsets(
     return segments
 
 
+def extend_tail(segments: list[tuple[int, int, int]], tail: tuple[int, int, int] | None) -> list[tuple[int, int, int]]:
+    """One task's ``(upstream start, downstream start, count)`` segments of a partition, in order,
+    with the first joined to ``tail`` (the partition's last segment when the batch was planned)
+    when it continues it on both sides."""
+    if segments and tail is not None:
+        u0, d0, n0 = tail
+        u, d, n = segments[0]
+        if u0 + n0 == u and d0 + n0 == d:
+            return [(u0, d0, n0 + n), *segments[1:]]
+    return segments
+
+
 class Chain:
     """Consecutive batches of ``topic[partition]``: batch i holds the upstream records
     ``[upstream_start + ends[i-1], upstream_start + ends[i])`` (``ends[-1]`` read as 0), written

@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,10 +87,13 @@ def checkpoint_file_manager(spark_version: str) -> str:
     return f"{package}.FileSystemBasedCheckpointFileManager"
 
 
-def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmirror") -> SparkSession:
+def build_session(
+    master: str, conf: Mapping[str, str], app_name: str = "sparkmirror", *, jars: Sequence[Path] = ()
+) -> SparkSession:
+    """The Spark session of a run: Spark's Kafka connector and ``jars`` on the driver and executors."""
     from pyspark.sql import SparkSession
 
-    jars = [str(j) for j in spark_kafka_artifacts().jars()]
+    jar_paths = [str(j) for j in [*spark_kafka_artifacts().jars(), *jars]]
     settings = dict(SPARK_DEFAULTS)
     settings["spark.sql.streaming.checkpointFileManagerClass"] = checkpoint_file_manager(installed_pyspark_version())
     if master.startswith("local"):
@@ -98,7 +101,7 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmi
         if "," not in master and master.startswith("local["):
             master = master[:-1] + f",{settings['spark.task.maxFailures']}]"
     settings.update(conf)
-    settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars", ""), *jars]))
+    settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars", ""), *jar_paths]))
     # Executors must run a Python that has confluent-kafka and pyarrow.
     settings["spark.pyspark.python"] = executor_python(settings, os.environ)
     settings.setdefault("spark.pyspark.driver.python", sys.executable)

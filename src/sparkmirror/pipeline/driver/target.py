@@ -98,7 +98,10 @@ class TargetPreparer:
             conf["message.max.bytes"] = str(
                 max(int(conf.get("message.max.bytes", "1000000")), max(limits.values()) + 1024)
             )
-        return dataclasses.replace(plan, producer_config=conf, max_record_bytes=limits)
+        java = plan.java_producer_config
+        if java and limits:
+            java = {**java, "batch.size": str(min(int(java.get("batch.size", "16384")), min(limits.values())))}
+        return dataclasses.replace(plan, producer_config=conf, max_record_bytes=limits, java_producer_config=java)
 
     def fence(self, plan: WritePlan, topics: dict[str, int]) -> None:
         """Fence every earlier writer of the flow's partitions, aborting their open transactions (exactly-once).

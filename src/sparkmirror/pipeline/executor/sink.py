@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from sparkmirror.core.offsetmap import Segment, segments_from_offsets
+from sparkmirror.core.offsetmap import Segment, extend_tail, segments_from_offsets
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor.plan import WORKER_ID, PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
@@ -696,8 +696,7 @@ def finish_segments(plan: WritePlan, parts: Sequence[PartitionWrite]) -> None:
         segs = segments_from_offsets(w.topic, w.partition, [us[i] for i in order], [w.ds[i] for i in order])
         tail = plan.tails.get((w.topic, w.partition))
         if segs and tail is not None:
-            u0, d0, n0 = tail
             first = segs[0]
-            if u0 + n0 == first.upstream_start and d0 + n0 == first.downstream_start:
-                segs[0] = Segment(w.topic, w.partition, u0, d0, n0 + first.count)
+            (u, d, n), *_ = extend_tail([(first.upstream_start, first.downstream_start, first.count)], tail)
+            segs[0] = Segment(w.topic, w.partition, u, d, n)
         w.segments = segs

@@ -1,0 +1,642 @@
+/*
+ * sparkmirror's JVM writer (sparkmirror.sink.writer = jvm): one micro-batch's at-least-once copy as a
+ * Spark job of the JVM's own, without a Python worker on the data path.
+ *
+ * The driver (sparkmirror/pipeline/jvm/writer.py) hands over the batch's planned ranges, shared out
+ * into groups (one task each), and the flow's plan as JSON. Each task reads its ranges with a Java
+ * consumer (read_committed, assigned, no group) and writes every record, with its key, value,
+ * headers and timestamp, to the same partition of the remote topic. It returns one JSON row per
+ * source partition with the same fields as the Python sink's PartitionResult, among them the
+ * offset-map segments: every produced record's target offset comes from its own send callback
+ * (indexed by its source offset, so the pairing does not depend on the order of the callbacks),
+ * and a task returns only when every record is acknowledged.
+ *
+ * Records the target refuses for good (too large for the remote topic's max.message.bytes, which
+ * is checked before sending, an invalid record, a missing ACL, ...) are settled after the rest:
+ * with errors.tolerance=none the row carries the refusal (topic, partition, offset, reason) and the
+ * driver stops the flow without committing; with errors.tolerance=all the record goes to the
+ * dead-letter topic with Kafka Connect's header names. Any other failure fails the task, which
+ * Spark retries; the batch is replayed if it keeps failing.
+ */
+package sparkmirror.jvm;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.Callback;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.InvalidRecordException;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.ClusterAuthorizationException;
+import org.apache.kafka.common.errors.CorruptRecordException;
+import org.apache.kafka.common.errors.InvalidTimestampException;
+import org.apache.kafka.common.errors.PolicyViolationException;
+import org.apache.kafka.common.errors.RecordBatchTooLargeException;
+import org.apache.kafka.common.errors.RecordTooLargeException;
+import org.apache.kafka.common.errors.TopicAuthorizationException;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.api.java.function.FlatMapFunction;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+public final class RangeCopier {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final Logger LOG = LoggerFactory.getLogger("sparkmirror.jvm.RangeCopier");
+
+    /* The same estimate of a record's size in a batch of its own as the Python sink's record_size. */
+    private static final int BATCH_OVERHEAD = 61;
+    private static final int RECORD_OVERHEAD = 21;
+    private static final int HEADER_OVERHEAD = 10;
+    /* How often a wait on the target says what it waits for. */
+    private static final long WARN_EVERY_MS = 15_000;
+    private static final String DLQ_HEADER_PREFIX = "__connect.errors.";
+
+    /* Clients kept per executor JVM between tasks, keyed by their configuration; a task borrows
+     * its own (a consumer is not thread-safe) and closes them after a failure. */
+    private static final Map<String, ConcurrentLinkedDeque<KafkaProducer<byte[], byte[]>>> PRODUCERS =
+        new ConcurrentHashMap<>();
+    private static final Map<String, ConcurrentLinkedDeque<KafkaConsumer<byte[], byte[]>>> CONSUMERS =
+        new ConcurrentHashMap<>();
+
+    private RangeCopier() {
+    }
+
+    /**
+     * Runs one Spark job with a task per group of ranges; returns the tasks' JSON rows as a JSON
+     * array. {@code groupsJson}: [[[topic, partition, start, until], ...], ...].
+     */
+    public static String copy(JavaSparkContext jsc, String planJson, String groupsJson) throws Exception {
+        List<String> groups = new ArrayList<>();
+        for (JsonNode group : JSON.readTree(groupsJson)) {
+            groups.add(JSON.writeValueAsString(group));
+        }
+        if (groups.isEmpty()) {
+            return "[]";
+        }
+        List<String> rows = jsc.parallelize(groups, groups.size()).mapPartitions(new Task(planJson)).collect();
+        ArrayNode out = JSON.createArrayNode();
+        for (String row : rows) {
+            out.add(JSON.readTree(row));
+        }
+        return JSON.writeValueAsString(out);
+    }
+
+    /** A task: copies each group of ranges it is given. */
+    static final class Task implements FlatMapFunction<Iterator<String>, String> {
+        private static final long serialVersionUID = 1L;
+        private final String planJson;
+
+        Task(String planJson) {
+            this.planJson = planJson;
+        }
+
+        @Override
+        public Iterator<String> call(Iterator<String> groups) throws Exception {
+            Plan plan = new Plan(JSON.readTree(planJson));
+            List<String> rows = new ArrayList<>();
+            while (groups.hasNext()) {
+                JsonNode group = JSON.readTree(groups.next());
+                for (Part part : new Copy(plan, group).run()) {
+                    rows.add(JSON.writeValueAsString(part.row(plan)));
+                }
+            }
+            return rows.iterator();
+        }
+    }
+
+    /** What every task of a batch needs, from the driver's JSON. */
+    static final class Plan {
+        final String flow;
+        final Map<String, Object> producer = new HashMap<>();
+        final Map<String, Object> consumer = new HashMap<>();
+        final String producerKey;
+        final String consumerKey;
+        final Map<String, String> remotes = new HashMap<>();
+        final Map<String, Integer> limits = new HashMap<>();
+        final boolean tolerateAll;
+        final String deadLetterTopic;
+        final long flushTimeoutMs;
+        final long stallTimeoutMs;
+        final long testFailAfterRecords;
+        final String deliveryTimeoutMs;
+
+        Plan(JsonNode p) {
+            flow = p.get("flow").asText();
+            p.get("producer").fields().forEachRemaining(e -> producer.put(e.getKey(), e.getValue().asText()));
+            p.get("consumer").fields().forEachRemaining(e -> consumer.put(e.getKey(), e.getValue().asText()));
+            producer.put("key.serializer", ByteArraySerializer.class.getName());
+            producer.put("value.serializer", ByteArraySerializer.class.getName());
+            consumer.put("key.deserializer", ByteArrayDeserializer.class.getName());
+            consumer.put("value.deserializer", ByteArrayDeserializer.class.getName());
+            producerKey = key(producer);
+            consumerKey = key(consumer);
+            p.get("remotes").fields().forEachRemaining(e -> remotes.put(e.getKey(), e.getValue().asText()));
+            p.get("limits").fields().forEachRemaining(e -> limits.put(e.getKey(), e.getValue().asInt()));
+            tolerateAll = "all".equals(p.get("errors_tolerance").asText());
+            deadLetterTopic = p.get("dead_letter_topic").asText();
+            flushTimeoutMs = p.get("flush_timeout_ms").asLong();
+            stallTimeoutMs = p.get("stall_timeout_ms").asLong();
+            testFailAfterRecords = p.get("test_fail_after_records").asLong();
+            Object timeout = producer.get("delivery.timeout.ms");
+            deliveryTimeoutMs = timeout == null ? "120000" : timeout.toString();
+        }
+
+        private static String key(Map<String, Object> conf) {
+            return new TreeMap<>(conf).toString();
+        }
+    }
+
+    /** A record the target refused for good: its source offset, the record and why. */
+    record Refused(long offset, ConsumerRecord<byte[], byte[]> record, String reason) {
+    }
+
+    /** One source partition's range within a task: what was sent, acknowledged, refused. */
+    static final class Part {
+        final String topic;
+        final int partition;
+        final String remote;
+        final Integer limit;
+        final long start;
+        final long until;
+        /* Per source offset (index offset - start): the target offset, once acknowledged. */
+        final long[] target;
+        /* Per source offset: 0 nothing (a gap in the source), 1 sent, 2 acknowledged, 3 failed. */
+        final byte[] state;
+        final ConcurrentLinkedQueue<Refused> refused = new ConcurrentLinkedQueue<>();
+        /* The first failure that fails the task: [source offset, text]. */
+        volatile Object[] failure;
+        long next;
+        long records;
+        long bytes;
+        long firstOffset = -1;
+        long lastOffset = -1;
+        long maxTs = -1;
+        long minTs = Long.MAX_VALUE;
+        long tsSum;
+        long readAtMs;
+        long ackedAtMs;
+        long deadLettered;
+        String refusal;
+
+        Part(String topic, int partition, String remote, Integer limit, long start, long until) {
+            this.topic = topic;
+            this.partition = partition;
+            this.remote = remote;
+            this.limit = limit;
+            this.start = start;
+            this.until = until;
+            this.next = start;
+            int size = (int) Math.max(0, until - start);
+            this.target = new long[size];
+            this.state = new byte[size];
+        }
+
+        String where() {
+            return topic + "[" + partition + "]";
+        }
+
+        synchronized void failed(long offset, String text) {
+            if (failure == null || offset < (long) failure[0]) {
+                failure = new Object[] {offset, text};
+            }
+        }
+
+        ObjectNode row(Plan plan) {
+            ObjectNode row = JSON.createObjectNode();
+            row.put("topic", topic);
+            row.put("partition", partition);
+            row.put("records", records);
+            row.put("bytes", bytes);
+            row.put("first_offset", firstOffset);
+            row.put("last_offset", lastOffset);
+            long firstTarget = -1;
+            long lastTarget = -1;
+            ArrayNode segments = row.putArray("segments");
+            long u0 = -1;
+            long d0 = -1;
+            long n = 0;
+            long previous = -1;
+            for (int k = 0; k < state.length; k++) {
+                if (state[k] != 2) {
+                    continue;
+                }
+                long u = start + k;
+                long d = target[k];
+                if (d <= previous) {
+                    throw new IllegalStateException("flow=" + plan.flow + " " + where() + " offsets " + firstOffset
+                        + ".." + lastOffset + ": the target assigned offsets to " + remote + "[" + partition
+                        + "] out of produce order; the batch will be replayed");
+                }
+                previous = d;
+                if (firstTarget < 0) {
+                    firstTarget = d;
+                }
+                lastTarget = d;
+                if (n > 0 && u == u0 + n && d == d0 + n) {
+                    n++;
+                    continue;
+                }
+                if (n > 0) {
+                    segments.addArray().add(u0).add(d0).add(n);
+                }
+                u0 = u;
+                d0 = d;
+                n = 1;
+            }
+            if (n > 0) {
+                segments.addArray().add(u0).add(d0).add(n);
+            }
+            row.put("first_target_offset", firstTarget);
+            row.put("last_target_offset", lastTarget);
+            row.put("dead_lettered", deadLettered);
+            row.put("max_timestamp_ms", maxTs);
+            row.put("min_timestamp_ms", records > 0 ? minTs : -1);
+            row.put("read_at_ms", readAtMs);
+            row.put("acked_at_ms", ackedAtMs);
+            row.put("age_sum_ms", records > 0 ? readAtMs * records - tsSum : 0);
+            row.put("latency_sum_ms", records > 0 ? ackedAtMs * records - tsSum : 0);
+            row.put("error", refusal);
+            row.put("writer", "jvm:" + ManagementFactory.getRuntimeMXBean().getName());
+            return row;
+        }
+    }
+
+    /** One group of ranges copied by one task. */
+    static final class Copy {
+        private final Plan plan;
+        private final Map<TopicPartition, Part> parts = new LinkedHashMap<>();
+        private final AtomicLong pending = new AtomicLong();
+        private final Object acked = new Object();
+        private long sent;
+
+        Copy(Plan plan, JsonNode group) {
+            this.plan = plan;
+            for (JsonNode r : group) {
+                String topic = r.get(0).asText();
+                int partition = r.get(1).asInt();
+                String remote = plan.remotes.get(topic);
+                Part part = new Part(topic, partition, remote, plan.limits.get(remote), r.get(2).asLong(),
+                    r.get(3).asLong());
+                parts.put(new TopicPartition(topic, partition), part);
+            }
+        }
+
+        List<Part> run() throws Exception {
+            KafkaProducer<byte[], byte[]> producer = borrow(PRODUCERS, plan.producerKey,
+                () -> new KafkaProducer<>(plan.producer));
+            KafkaConsumer<byte[], byte[]> consumer = null;
+            boolean ok = false;
+            try {
+                Map<TopicPartition, Part> active = new LinkedHashMap<>();
+                parts.forEach((tp, part) -> {
+                    if (part.until > part.start) {
+                        active.put(tp, part);
+                    }
+                });
+                if (!active.isEmpty()) {
+                    consumer = borrow(CONSUMERS, plan.consumerKey, () -> new KafkaConsumer<>(plan.consumer));
+                    read(consumer, producer, active);
+                }
+                awaitAcks(producer);
+                long now = System.currentTimeMillis();
+                for (Part part : parts.values()) {
+                    part.ackedAtMs = now;
+                    if (part.failure != null) {
+                        throw new IllegalStateException("flow=" + plan.flow + " " + part.where() + " offset="
+                            + part.failure[0] + ": delivery to " + part.remote + "[" + part.partition + "] failed ("
+                            + part.failure[1] + "); the batch will be replayed");
+                    }
+                }
+                settleRefusals(producer);
+                ok = true;
+                return new ArrayList<>(parts.values());
+            } finally {
+                giveBack(PRODUCERS, plan.producerKey, producer, ok);
+                if (consumer != null) {
+                    consumer.unsubscribe();
+                    giveBack(CONSUMERS, plan.consumerKey, consumer, ok);
+                }
+            }
+        }
+
+        private void read(KafkaConsumer<byte[], byte[]> consumer, KafkaProducer<byte[], byte[]> producer,
+                          Map<TopicPartition, Part> active) {
+            consumer.assign(active.keySet());
+            active.forEach((tp, part) -> consumer.seek(tp, part.start));
+            long lastProgress = System.currentTimeMillis();
+            while (!active.isEmpty()) {
+                ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
+                long now = System.currentTimeMillis();
+                if (!batch.isEmpty()) {
+                    lastProgress = now;
+                }
+                for (TopicPartition tp : batch.partitions()) {
+                    Part part = active.get(tp);
+                    if (part == null) {
+                        continue;
+                    }
+                    for (ConsumerRecord<byte[], byte[]> r : batch.records(tp)) {
+                        long offset = r.offset();
+                        if (offset >= part.until) {
+                            break;
+                        }
+                        if (offset < part.next) {
+                            continue;
+                        }
+                        part.next = offset + 1;
+                        write(producer, part, r, now);
+                    }
+                }
+                List<TopicPartition> done = new ArrayList<>();
+                for (Map.Entry<TopicPartition, Part> e : active.entrySet()) {
+                    Part part = e.getValue();
+                    // position() is past transaction markers and aborted records the consumer skipped.
+                    if (part.next >= part.until || consumer.position(e.getKey()) >= part.until) {
+                        done.add(e.getKey());
+                    }
+                }
+                if (!done.isEmpty()) {
+                    done.forEach(active::remove);
+                    consumer.pause(done);
+                    lastProgress = now;
+                }
+                if (!active.isEmpty() && now - lastProgress > plan.stallTimeoutMs) {
+                    StringBuilder where = new StringBuilder();
+                    active.values().forEach(p -> where.append(' ').append(p.where()).append(" at ").append(p.next)
+                        .append(" of ").append(p.until));
+                    throw new IllegalStateException("flow=" + plan.flow + ": no record from the source for "
+                        + plan.stallTimeoutMs / 1000 + "s:" + where + "; the batch will be replayed");
+                }
+                testHook(producer);
+            }
+        }
+
+        private void write(KafkaProducer<byte[], byte[]> producer, Part part, ConsumerRecord<byte[], byte[]> r,
+                           long now) {
+            long offset = r.offset();
+            if (part.firstOffset < 0) {
+                part.firstOffset = offset;
+                part.readAtMs = now;
+            }
+            part.lastOffset = offset;
+            part.records++;
+            byte[] key = r.key();
+            byte[] value = r.value();
+            int n = (key == null ? 0 : key.length) + (value == null ? 0 : value.length);
+            part.bytes += n;
+            long ts = r.timestamp() > 0 ? r.timestamp() : 0;
+            part.tsSum += ts;
+            part.maxTs = Math.max(part.maxTs, ts);
+            part.minTs = Math.min(part.minTs, ts);
+            if (part.limit != null && size(key, value, r.headers()) > part.limit) {
+                part.refused.add(new Refused(offset, r,
+                    "MSG_SIZE_TOO_LARGE: larger than max.message.bytes=" + part.limit));
+                return;
+            }
+            int k = (int) (offset - part.start);
+            part.state[k] = 1;
+            pending.incrementAndGet();
+            sent++;
+            producer.send(new ProducerRecord<>(part.remote, part.partition, ts > 0 ? ts : null, key, value,
+                r.headers()), new Ack(part, k, r));
+        }
+
+        /** A record's acknowledgement (on the producer's I/O thread). */
+        private final class Ack implements Callback {
+            private final Part part;
+            private final int k;
+            private final ConsumerRecord<byte[], byte[]> record;
+
+            Ack(Part part, int k, ConsumerRecord<byte[], byte[]> record) {
+                this.part = part;
+                this.k = k;
+                this.record = record;
+            }
+
+            @Override
+            public void onCompletion(RecordMetadata metadata, Exception error) {
+                if (error == null) {
+                    part.target[k] = metadata.offset();
+                    part.state[k] = 2;
+                } else {
+                    part.state[k] = 3;
+                    String reason = name(error) + ": " + error.getMessage();
+                    if (isRecordError(error)) {
+                        part.refused.add(new Refused(record.offset(), record, reason));
+                    } else {
+                        part.failed(record.offset(), reason);
+                    }
+                }
+                if (pending.decrementAndGet() == 0) {
+                    synchronized (acked) {
+                        acked.notifyAll();
+                    }
+                }
+            }
+        }
+
+        private void awaitAcks(KafkaProducer<byte[], byte[]> producer) throws InterruptedException {
+            long started = System.currentTimeMillis();
+            long deadline = started + plan.flushTimeoutMs;
+            long nextWarning = started + WARN_EVERY_MS;
+            synchronized (acked) {
+                while (pending.get() > 0) {
+                    long now = System.currentTimeMillis();
+                    if (now >= deadline) {
+                        throw new IllegalStateException("flow=" + plan.flow + ": " + pending.get()
+                            + " records not acknowledged by the target within " + plan.flushTimeoutMs / 1000
+                            + "s; the batch will be replayed");
+                    }
+                    if (now >= nextWarning) {
+                        nextWarning += WARN_EVERY_MS;
+                        LOG.warn("flow={}: {} records not yet acknowledged by the target after {}s", plan.flow,
+                            pending.get(), (now - started) / 1000);
+                    }
+                    acked.wait(Math.min(1000, deadline - now));
+                }
+            }
+        }
+
+        private void settleRefusals(KafkaProducer<byte[], byte[]> producer) throws Exception {
+            List<Object[]> all = new ArrayList<>();
+            for (Part part : parts.values()) {
+                List<Refused> refused = new ArrayList<>(part.refused);
+                refused.sort((a, b) -> Long.compare(a.offset(), b.offset()));
+                for (Refused f : refused) {
+                    all.add(new Object[] {part, f});
+                }
+            }
+            if (all.isEmpty()) {
+                return;
+            }
+            if (!plan.tolerateAll) {
+                Part part = (Part) all.get(0)[0];
+                Refused f = (Refused) all.get(0)[1];
+                String hint = f.reason().contains("AUTHORIZATION_FAILED")
+                    ? "check the principal's ACLs on the target"
+                    : "raise the target's max.message.bytes / the producer's max.request.size, "
+                        + "or set errors.tolerance=all to send such records to the dead-letter topic";
+                part.refusal = "flow=" + plan.flow + " " + part.where() + " offset=" + f.offset()
+                    + ": the target refused the record for " + part.remote + "[" + part.partition + "] ("
+                    + f.reason() + "); " + hint;
+                return;
+            }
+            List<java.util.concurrent.Future<RecordMetadata>> sends = new ArrayList<>();
+            for (Object[] item : all) {
+                Part part = (Part) item[0];
+                Refused f = (Refused) item[1];
+                RecordHeaders headers = new RecordHeaders(f.record().headers().toArray());
+                headers.add(DLQ_HEADER_PREFIX + "topic", bytes(part.topic));
+                headers.add(DLQ_HEADER_PREFIX + "partition", bytes(Integer.toString(part.partition)));
+                headers.add(DLQ_HEADER_PREFIX + "offset", bytes(Long.toString(f.offset())));
+                headers.add(DLQ_HEADER_PREFIX + "exception.message", bytes(f.reason()));
+                headers.add(DLQ_HEADER_PREFIX + "remote.topic", bytes(part.remote));
+                byte[] value = f.record().value();
+                if (f.reason().contains("SIZE_TOO_LARGE") || f.reason().contains("LIST_TOO_LARGE")) {
+                    headers.add(DLQ_HEADER_PREFIX + "value.omitted.bytes",
+                        bytes(Integer.toString(value == null ? 0 : value.length)));
+                    value = null;
+                }
+                long ts = f.record().timestamp();
+                sends.add(producer.send(new ProducerRecord<>(plan.deadLetterTopic, null, ts > 0 ? ts : null,
+                    f.record().key(), value, headers)));
+                part.deadLettered++;
+                LOG.warn("flow={} {} offset={} sent to dead-letter topic {}: {}", plan.flow, part.where(),
+                    f.offset(), plan.deadLetterTopic, f.reason());
+            }
+            producer.flush();
+            for (java.util.concurrent.Future<RecordMetadata> send : sends) {
+                try {
+                    send.get();
+                } catch (java.util.concurrent.ExecutionException e) {
+                    throw new IllegalStateException("flow=" + plan.flow + ": could not write to dead-letter topic "
+                        + plan.deadLetterTopic + ": " + e.getCause().getMessage(), e.getCause());
+                }
+            }
+        }
+
+        /** TEST HOOK: the first attempt of a task fails once it has sent enough records. */
+        private void testHook(KafkaProducer<byte[], byte[]> producer) {
+            if (plan.testFailAfterRecords <= 0 || sent < plan.testFailAfterRecords) {
+                return;
+            }
+            TaskContext ctx = TaskContext.get();
+            if (ctx != null && ctx.attemptNumber() == 0) {
+                producer.flush();
+                throw new IllegalStateException("injected task failure after " + sent + " records (test hook)");
+            }
+        }
+    }
+
+    static int size(byte[] key, byte[] value, Iterable<Header> headers) {
+        int size = BATCH_OVERHEAD + RECORD_OVERHEAD + (key == null ? 0 : key.length)
+            + (value == null ? 0 : value.length);
+        for (Header h : headers) {
+            size += HEADER_OVERHEAD + h.key().getBytes(StandardCharsets.UTF_8).length
+                + (h.value() == null ? 0 : h.value().length);
+        }
+        return size;
+    }
+
+    private static final Set<Class<? extends Exception>> RECORD_ERRORS = Set.of(
+        RecordTooLargeException.class, RecordBatchTooLargeException.class, InvalidRecordException.class,
+        InvalidTimestampException.class, CorruptRecordException.class, TopicAuthorizationException.class,
+        ClusterAuthorizationException.class, PolicyViolationException.class);
+
+    static boolean isRecordError(Exception error) {
+        for (Class<? extends Exception> c : RECORD_ERRORS) {
+            if (c.isInstance(error)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** The error's name as the Python sink says it (librdkafka's names for the record errors). */
+    static String name(Exception error) {
+        if (error instanceof RecordTooLargeException) {
+            return "MSG_SIZE_TOO_LARGE";
+        }
+        if (error instanceof RecordBatchTooLargeException) {
+            return "RECORD_LIST_TOO_LARGE";
+        }
+        if (error instanceof TopicAuthorizationException) {
+            return "TOPIC_AUTHORIZATION_FAILED";
+        }
+        if (error instanceof ClusterAuthorizationException) {
+            return "CLUSTER_AUTHORIZATION_FAILED";
+        }
+        return error.getClass().getSimpleName();
+    }
+
+    private static byte[] bytes(String text) {
+        return text.getBytes(StandardCharsets.UTF_8);
+    }
+
+    interface Maker<T> {
+        T make();
+    }
+
+    private static <T> T borrow(Map<String, ConcurrentLinkedDeque<T>> pool, String key, Maker<T> maker) {
+        T client = pool.computeIfAbsent(key, k -> new ConcurrentLinkedDeque<>()).pollFirst();
+        return client != null ? client : maker.make();
+    }
+
+    private static <T extends AutoCloseable> void giveBack(Map<String, ConcurrentLinkedDeque<T>> pool, String key,
+                                                           T client, boolean ok) {
+        if (ok) {
+            pool.get(key).addFirst(client);
+            return;
+        }
+        try {
+            client.close();  // after a failure a replay starts with new clients
+        } catch (Exception e) {
+            LOG.warn("closing a client after a failed task: {}", e.toString());
+        }
+    }
+
+    /** Closes every kept client (tests, and a stopping run). */
+    public static void closeAll() {
+        for (Map<String, ? extends ConcurrentLinkedDeque<? extends AutoCloseable>> pool : List.of(PRODUCERS, CONSUMERS)) {
+            for (ConcurrentLinkedDeque<? extends AutoCloseable> clients : pool.values()) {
+                AutoCloseable c;
+                while ((c = clients.pollFirst()) != null) {
+                    try {
+                        c.close();
+                    } catch (Exception e) {
+                        LOG.warn("closing a client: {}", e.toString());
+                    }
+                }
+            }
+        }
+    }
+}

@@ -85,3 +85,24 @@ def test_jvm_writer_refuses_exactly_once(tmp_path: Path, checkpoints, bootstraps
     )
     with pytest.raises(Exception, match="sparkmirror.writer = jvm"):
         load_config(cfg)
+
+
+def test_jvm_writer_copies_a_record_above_a_mebibyte_where_the_topic_allows_it(
+    bootstraps, spark, tmp_path: Path, checkpoints
+) -> None:
+    topic = unique("jvmw-big")
+    big = {"max.message.bytes": "3000000"}
+    create_topics(bootstraps["A"], {topic: 1}, config=big)
+    create_topics(bootstraps["B"], {f"A.{topic}": 1}, config=big)
+    now = int(time.time() * 1000)
+    recs = [Rec(b"small", b"v", (), now), Rec(b"big", b"x" * 1_500_000, (), now), Rec(b"after", b"w", (), now)]
+    produce(bootstraps["A"], topic, 0, recs, **{"message.max.bytes": 3_000_000})
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
+        extra=f"A->B.topics = {topic}\nsparkmirror.writer = jvm\nsync.topic.configs.enabled = false\n",
+    )
+    Mirror(load_config(cfg), once=True).run()
+    assert read_partition(bootstraps["B"], f"A.{topic}", 0) == recs

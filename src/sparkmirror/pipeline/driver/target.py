@@ -100,7 +100,12 @@ class TargetPreparer:
             )
         java = plan.java_producer_config
         if java and limits:
-            java = {**java, "batch.size": str(min(int(java.get("batch.size", "16384")), min(limits.values())))}
+            java = {
+                **java,
+                "batch.size": str(min(int(java.get("batch.size", "16384")), min(limits.values()))),
+                # The Java producer refuses a record above max.request.size before the topic's limit is asked.
+                "max.request.size": str(max(int(java.get("max.request.size", "1048576")), max(limits.values()) + 1024)),
+            }
         return dataclasses.replace(plan, producer_config=conf, max_record_bytes=limits, java_producer_config=java)
 
     def fence(self, plan: WritePlan, topics: dict[str, int]) -> None:

@@ -88,3 +88,53 @@ def test_errors_tolerance_all_sends_the_record_to_the_dead_letter_topic(
     # The value is what the target refused; the DLQ record says where it is.
     assert dead.value is None
     assert headers["__connect.errors.value.omitted.bytes"] == b"5000"
+
+
+@WRITERS
+def test_a_record_the_broker_refuses_is_dead_lettered_whole(
+    bootstraps, spark, tmp_path: Path, checkpoints, writer: str
+) -> None:
+    """A refusal that comes back from the broker (a null key for a compacted remote topic: INVALID_RECORD),
+    not from the writer's own size check: the record goes to the dead-letter topic whole (the JVM writer
+    reads it again from the source), and no record is lost: the broker refuses the produce batch that
+    holds it, so records batched with it are dead-lettered too (librdkafka cannot tell them apart; the
+    Java producer can, docs/faults.md), and every source record is on the target or in the dead-letter topic."""
+    prefix = unique("invalid")
+    topic = f"{prefix}.keys"
+    create_topics(bootstraps["A"], {topic: 1})
+    create_topics(bootstraps["B"], {f"A.{topic}": 1}, config={"cleanup.policy": "compact"})
+    ts = int(time.time() * 1000)
+    records = [Rec((None if i == 2 else f"k{i}".encode()), f"v{i}".encode(), (("h", b"1"),), ts) for i in range(5)]
+    produce(bootstraps["A"], topic, 0, records)
+    dlq = f"{prefix}.dlq"
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
+        extra=(
+            f"A->B.topics = {prefix}\\.keys\nsync.topic.configs.enabled = false\n"
+            f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {dlq}\nsparkmirror.writer = {writer}\n"
+        ),
+    )
+    runners = Mirror(load_config(cfg), once=True).run()
+    mirrored = read_partition(bootstraps["B"], f"A.{topic}", 0)
+    dead = read_partition(bootstraps["B"], dlq, 0)
+    assert runners[0].progress.dead_lettered == len(dead) >= 1
+    offsets = {int(dict(d.headers)["__connect.errors.offset"]) for d in dead}
+    assert 2 in offsets
+    assert sorted([r.key for r in mirrored] + [records[o].key for o in offsets], key=str) == sorted(
+        [r.key for r in records], key=str
+    )
+    assert all(r in records for r in mirrored)
+    (invalid,) = [d for d in dead if dict(d.headers)["__connect.errors.offset"] == b"2"]
+    headers = dict(invalid.headers)
+    assert (invalid.key, invalid.value) == (None, b"v2")
+    if writer == "jvm":
+        # The Python writer rebuilds the record from librdkafka's delivery report, which carries neither
+        # the timestamp nor the headers of a refused record (docs/faults.md): its dead-letter copy gets
+        # the time it was dead-lettered and only the error headers.
+        assert invalid.timestamp == ts
+        assert headers["h"] == b"1"
+    assert headers["__connect.errors.remote.topic"] == f"A.{topic}".encode()
+    assert b"INVALID_RECORD" in headers["__connect.errors.exception.message"]

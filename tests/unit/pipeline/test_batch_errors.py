@@ -88,6 +88,26 @@ def test_summary_names_the_error_not_the_wrappers() -> None:
     assert SPARK_PATTERN_PREFIX not in summary(SPARK_PATTERN_PREFIX + " o1.collect")
 
 
+def test_summary_of_a_failed_jvm_task_is_the_tasks_own_error() -> None:
+    text = (
+        "An error occurred while calling z:sparkmirror.jvm.RangeCopier.copy.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed 4 times, "
+        "most recent failure: Lost task 0.3 in stage 3.0 (TID 9) (127.0.0.1 executor driver): "
+        "java.lang.IllegalStateException: flow=A->B t[0] offset=7: delivery to A.t[0] failed (x); replayed\n"
+        "\tat sparkmirror.jvm.RangeCopier$Copy.run(RangeCopier.java:1)\n"
+    )
+    assert (
+        summary(text)
+        == "java.lang.IllegalStateException: flow=A->B t[0] offset=7: delivery to A.t[0] failed (x); replayed"
+    )
+    python = (
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: most recent failure: Lost task 0.3 "
+        "(executor driver): org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        "sparkmirror.pipeline.exceptions.WriteError: flow=A->B t[0] offset=3: x\n"
+    )
+    assert summary(python) == "sparkmirror.pipeline.exceptions.WriteError: flow=A->B t[0] offset=3: x"
+
+
 def test_a_job_cancelled_by_a_stop_and_a_stop_between_rounds_are_abandoned_batches() -> None:
     handler = _handler(stop=True)
     cancelled = "org.apache.spark.SparkException: [SPARK_JOB_CANCELLED] Job 12 cancelled part of cancelled job group x"

@@ -89,18 +89,26 @@ def error_text(exc: BaseException) -> str:
         return repr(exc)
 
 
+#: Errors that only wrap the one that failed.
+_WRAPPERS = ("Py4JJavaError", "SparkException", "PythonException", "An error occurred while calling")
+#: The error of the task attempt that failed the job last, as Spark words a stage failure.
+_TASK_FAILURE = re.compile(r"most recent failure: .*?\): ([\w.$]+(?:Error|Exception)\b[^\n]*)")
+
+
 def summary(text: str) -> str:
     """One line that says what failed: a terminal error's sentence (with its marker), else the first
     line naming an error that is not Py4J's or Spark's wrapper, at most :data:`MAX_ERROR_CHARS`."""
     idx = text.find(TERMINAL_MARKER)
+    failure = _TASK_FAILURE.search(text)
     if idx >= 0:
         line = text[idx:].splitlines()[0]
+    elif failure is not None and not any(w in failure.group(1).split(":", 1)[0] for w in _WRAPPERS):
+        line = failure.group(1)  # a JVM task's own error (the JVM writer), inside Spark's "stage failure"
     else:
         lines = [ln.strip().removeprefix(": ").strip() for ln in text.splitlines()]
         lines = [ln for ln in lines if ln and not ln.startswith(("at ", "Traceback", "File ", "..."))]
         named = [ln for ln in lines if re.match(r"^[\w.$]*(Error|Exception)\b", ln)]
-        wrappers = ("Py4JJavaError", "SparkException", "PythonException", "An error occurred while calling")
-        own = [ln for ln in named if not any(w in ln.split(":", 1)[0] or ln.startswith(w) for w in wrappers)]
+        own = [ln for ln in named if not any(w in ln.split(":", 1)[0] or ln.startswith(w) for w in _WRAPPERS)]
         line = (own or named or lines or [text])[0]
     line = line.replace("py4j.protocol.Py4JJavaError: ", "").replace("An error occurred while calling", "calling")
     return re.sub(r"\s+", " ", line)[:MAX_ERROR_CHARS]

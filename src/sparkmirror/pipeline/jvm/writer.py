@@ -32,8 +32,9 @@ _READER_SETTINGS = {
     "isolation.level": "read_committed",
     "auto.offset.reset": "earliest",
 }
-#: Reader defaults an operator may override with ``A.consumer.*`` (as the librdkafka reader's).
-_READER_DEFAULTS = {"max.partition.fetch.bytes": "10485760", "fetch.max.wait.ms": "100"}
+#: Reader defaults an operator may override with ``A.consumer.*``: a short fetch wait (the last
+#: records of a range do not wait 500 ms); fetch sizes stay Java's, which bound the JVM's heap.
+_READER_DEFAULTS = {"fetch.max.wait.ms": "100"}
 
 
 def java_producer_config(props: Mapping[str, str], flow: str) -> dict[str, str]:

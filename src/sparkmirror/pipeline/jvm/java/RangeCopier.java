@@ -49,6 +49,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.InvalidRecordException;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.ClusterAuthorizationException;
 import org.apache.kafka.common.errors.CorruptRecordException;
@@ -175,9 +176,14 @@ public final class RangeCopier {
         }
     }
 
-    /** A record the target refused for good: its source offset, the record and why. */
-    record Refused(long offset, ConsumerRecord<byte[], byte[]> record, String reason) {
+    /** A record the target refused for good: its source offset, the record (null: read it again), why, and
+     * whether it was refused only for being in a batch with an invalid record (KIP-467: the broker names the
+     * invalid records, the Java producer fails their batch-mates with a plain KafkaException). */
+    record Refused(long offset, ConsumerRecord<byte[], byte[]> record, String reason, boolean batchMate) {
     }
+
+    /* How the Java producer fails the records batched with an invalid one (kafka-clients' Sender). */
+    private static final String BATCH_MATE = "part of a batch which had one more more invalid records";
 
     /** One source partition's range within a task: what was sent, acknowledged, refused. */
     static final class Part {
@@ -336,7 +342,7 @@ public final class RangeCopier {
                             + part.failure[1] + "); the batch will be replayed");
                     }
                 }
-                settleRefusals(producer);
+                settleRefusals(producer, consumer);
                 ok = true;
                 return new ArrayList<>(parts.values());
             } finally {
@@ -419,7 +425,7 @@ public final class RangeCopier {
             part.minTs = Math.min(part.minTs, ts);
             if (part.limit != null && size(key, value, r.headers()) > part.limit) {
                 part.refused.add(new Refused(offset, r,
-                    "MSG_SIZE_TOO_LARGE: larger than max.message.bytes=" + part.limit));
+                    "MSG_SIZE_TOO_LARGE: larger than max.message.bytes=" + part.limit, false));
                 return;
             }
             int k = (int) (offset - part.start);
@@ -427,19 +433,19 @@ public final class RangeCopier {
             pending.incrementAndGet();
             sent++;
             producer.send(new ProducerRecord<>(part.remote, part.partition, ts > 0 ? ts : null, key, value,
-                r.headers()), new Ack(part, k, r));
+                r.headers()), new Ack(part, k));
         }
 
-        /** A record's acknowledgement (on the producer's I/O thread). */
+        /** A record's acknowledgement (on the producer's I/O thread). It holds no record: a record the
+         * target refuses is read again from the source to be dead-lettered, so records in flight cost
+         * the producer's buffer only. */
         private final class Ack implements Callback {
             private final Part part;
             private final int k;
-            private final ConsumerRecord<byte[], byte[]> record;
 
-            Ack(Part part, int k, ConsumerRecord<byte[], byte[]> record) {
+            Ack(Part part, int k) {
                 this.part = part;
                 this.k = k;
-                this.record = record;
             }
 
             @Override
@@ -450,10 +456,15 @@ public final class RangeCopier {
                 } else {
                     part.state[k] = 3;
                     String reason = name(error) + ": " + error.getMessage();
+                    long offset = part.start + k;
                     if (isRecordError(error)) {
-                        part.refused.add(new Refused(record.offset(), record, reason));
+                        part.refused.add(new Refused(offset, null, reason, false));
+                    } else if (error.getClass() == KafkaException.class && String.valueOf(error.getMessage())
+                            .contains(BATCH_MATE)) {
+                        part.refused.add(new Refused(offset, null,
+                            "INVALID_RECORD: in a produce batch with a record the target refused", true));
                     } else {
-                        part.failed(record.offset(), reason);
+                        part.failed(offset, reason);
                     }
                 }
                 if (pending.decrementAndGet() == 0) {
@@ -486,7 +497,8 @@ public final class RangeCopier {
             }
         }
 
-        private void settleRefusals(KafkaProducer<byte[], byte[]> producer) throws Exception {
+        private void settleRefusals(KafkaProducer<byte[], byte[]> producer, KafkaConsumer<byte[], byte[]> consumer)
+                throws Exception {
             List<Object[]> all = new ArrayList<>();
             for (Part part : parts.values()) {
                 List<Refused> refused = new ArrayList<>(part.refused);
@@ -499,8 +511,11 @@ public final class RangeCopier {
                 return;
             }
             if (!plan.tolerateAll) {
-                Part part = (Part) all.get(0)[0];
-                Refused f = (Refused) all.get(0)[1];
+                // Name the record the target refused, not one refused only for sharing its batch.
+                Object[] first = all.stream().filter(item -> !((Refused) item[1]).batchMate()).findFirst()
+                    .orElse(all.get(0));
+                Part part = (Part) first[0];
+                Refused f = (Refused) first[1];
                 String hint = f.reason().contains("AUTHORIZATION_FAILED")
                     ? "check the principal's ACLs on the target"
                     : "raise the target's max.message.bytes / the producer's max.request.size, "
@@ -514,6 +529,9 @@ public final class RangeCopier {
             for (Object[] item : all) {
                 Part part = (Part) item[0];
                 Refused f = (Refused) item[1];
+                if (f.record() == null) {
+                    f = new Refused(f.offset(), readAgain(consumer, part, f.offset()), f.reason(), f.batchMate());
+                }
                 RecordHeaders headers = new RecordHeaders(f.record().headers().toArray());
                 headers.add(DLQ_HEADER_PREFIX + "topic", bytes(part.topic));
                 headers.add(DLQ_HEADER_PREFIX + "partition", bytes(Integer.toString(part.partition)));
@@ -542,6 +560,32 @@ public final class RangeCopier {
                         + plan.deadLetterTopic + ": " + e.getCause().getMessage(), e.getCause());
                 }
             }
+        }
+
+        /** The source record at {@code offset} of {@code part}, read again (to dead-letter it). */
+        private ConsumerRecord<byte[], byte[]> readAgain(KafkaConsumer<byte[], byte[]> consumer, Part part,
+                                                         long offset) {
+            TopicPartition tp = new TopicPartition(part.topic, part.partition);
+            consumer.assign(List.of(tp));
+            consumer.resume(List.of(tp));  // paused when its range was read
+            consumer.seek(tp, offset);
+            long deadline = System.currentTimeMillis() + plan.stallTimeoutMs;
+            while (System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(100)).records(tp)) {
+                    if (r.offset() == offset) {
+                        return r;
+                    }
+                    if (r.offset() > offset) {
+                        break;
+                    }
+                }
+                if (consumer.position(tp) > offset) {
+                    break;
+                }
+            }
+            throw new IllegalStateException("flow=" + plan.flow + " " + part.where() + " offset=" + offset
+                + ": the target refused the record and it could not be read again from the source to dead-letter "
+                + "it; the batch will be replayed");
         }
 
         /** TEST HOOK: the first attempt of a task fails once it has sent enough records. */
@@ -588,6 +632,9 @@ public final class RangeCopier {
         }
         if (error instanceof RecordBatchTooLargeException) {
             return "RECORD_LIST_TOO_LARGE";
+        }
+        if (error instanceof InvalidRecordException) {
+            return "INVALID_RECORD";
         }
         if (error instanceof TopicAuthorizationException) {
             return "TOPIC_AUTHORIZATION_FAILED";

@@ -152,16 +152,16 @@ public final class RangeCopier {
 
         Plan(JsonNode p) {
             flow = p.get("flow").asText();
-            p.get("producer").fields().forEachRemaining(e -> producer.put(e.getKey(), e.getValue().asText()));
-            p.get("consumer").fields().forEachRemaining(e -> consumer.put(e.getKey(), e.getValue().asText()));
+            p.get("producer").properties().forEach(e -> producer.put(e.getKey(), e.getValue().asText()));
+            p.get("consumer").properties().forEach(e -> consumer.put(e.getKey(), e.getValue().asText()));
             producer.put("key.serializer", ByteArraySerializer.class.getName());
             producer.put("value.serializer", ByteArraySerializer.class.getName());
             consumer.put("key.deserializer", ByteArrayDeserializer.class.getName());
             consumer.put("value.deserializer", ByteArrayDeserializer.class.getName());
             producerKey = key(producer);
             consumerKey = key(consumer);
-            p.get("remotes").fields().forEachRemaining(e -> remotes.put(e.getKey(), e.getValue().asText()));
-            p.get("limits").fields().forEachRemaining(e -> limits.put(e.getKey(), e.getValue().asInt()));
+            p.get("remotes").properties().forEach(e -> remotes.put(e.getKey(), e.getValue().asText()));
+            p.get("limits").properties().forEach(e -> limits.put(e.getKey(), e.getValue().asInt()));
             tolerateAll = "all".equals(p.get("errors_tolerance").asText());
             deadLetterTopic = p.get("dead_letter_topic").asText();
             flushTimeoutMs = p.get("flush_timeout_ms").asLong();
@@ -228,6 +228,15 @@ public final class RangeCopier {
 
         String where() {
             return topic + "[" + partition + "]";
+        }
+
+        void throwIfFailed(Plan plan) {
+            Object[] first = failure;
+            if (first != null) {
+                throw new IllegalStateException("flow=" + plan.flow + " " + where() + " offset=" + first[0]
+                    + ": delivery to " + remote + "[" + partition + "] failed (" + first[1]
+                    + "); the batch will be replayed");
+            }
         }
 
         synchronized void failed(long offset, String text) {
@@ -336,11 +345,7 @@ public final class RangeCopier {
                 long now = System.currentTimeMillis();
                 for (Part part : parts.values()) {
                     part.ackedAtMs = now;
-                    if (part.failure != null) {
-                        throw new IllegalStateException("flow=" + plan.flow + " " + part.where() + " offset="
-                            + part.failure[0] + ": delivery to " + part.remote + "[" + part.partition + "] failed ("
-                            + part.failure[1] + "); the batch will be replayed");
-                    }
+                    part.throwIfFailed(plan);
                 }
                 settleRefusals(producer, consumer);
                 ok = true;
@@ -403,6 +408,15 @@ public final class RangeCopier {
                         + plan.stallTimeoutMs / 1000 + "s:" + where + "; the batch will be replayed");
                 }
                 testHook(producer);
+                failFast();
+            }
+        }
+
+        /** A delivery that failed for a reason other than the record stops the read now: the task fails
+         * anyway, and sends to a target that stays away would each wait up to max.block.ms. */
+        private void failFast() {
+            for (Part part : parts.values()) {
+                part.throwIfFailed(plan);
             }
         }
 
@@ -665,7 +679,15 @@ public final class RangeCopier {
             return;
         }
         try {
-            client.close();  // after a failure a replay starts with new clients
+            // After a failure a replay starts with new clients; records still in flight are failed now
+            // rather than waited for (the task has failed already).
+            if (client instanceof KafkaProducer<?, ?> producer) {
+                producer.close(Duration.ZERO);
+            } else if (client instanceof KafkaConsumer<?, ?> consumer) {
+                consumer.close(Duration.ofSeconds(5));
+            } else {
+                client.close();
+            }
         } catch (Exception e) {
             LOG.warn("closing a client after a failed task: {}", e.toString());
         }

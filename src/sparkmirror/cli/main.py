@@ -57,7 +57,15 @@ def _setup_logging(verbose: int) -> None:
     librdkafka = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
     logging.getLogger("sparkmirror.kafka.librdkafka").setLevel(librdkafka)
     logging.getLogger("py4j").setLevel(logging.DEBUG if verbose > 2 else logging.WARNING)  # a line per call
+    for name in ("py4j.clientserver", "py4j.java_gateway"):
+        # Never a call's arguments: the writers' plans (pickled, or the JVM writer's JSON) hold client secrets.
+        logging.getLogger(name).addFilter(_without_py4j_payloads)
     os.environ.setdefault("SPARKMIRROR_SPARK_LOG_LEVEL", ("ERROR", "WARN", "INFO")[min(verbose, 2)])
+
+
+def _without_py4j_payloads(record: logging.LogRecord) -> bool:
+    """Drops py4j's debug lines that print a call's command or answer (arguments included)."""
+    return not str(record.msg).startswith(("Command to send", "Answer received"))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

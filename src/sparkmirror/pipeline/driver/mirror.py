@@ -94,11 +94,12 @@ class Mirror:
 
             self.metrics = MirrorMetrics()
             self.metrics.serve(settings.metrics_host, settings.metrics_port)
+        # The JVM writer's jar (compiled once, before any lease is held) goes to the executors with
+        # Spark's Kafka connector.
+        jars = [writer_jar()] if any(f.spark.writer == "jvm" for f in self.config.flows) else []
         # Before Spark starts: a second instance refuses in seconds, naming the first.
         leases = self._take_leases()
         ours = signal.getsignal(signal.SIGINT)
-        # The JVM writer's jar (compiled once) goes to the executors with Spark's Kafka connector.
-        jars = [writer_jar()] if any(f.spark.writer == "jvm" for f in self.config.flows) else []
         self.spark = spark = build_session(self.master, self.spark_conf, jars=jars)
         if callable(ours) and ours is not signal.default_int_handler and signal.getsignal(signal.SIGINT) is not ours:
             # pyspark's SparkContext replaces the SIGINT handler with one that cancels every job and

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shutil
 import subprocess
 import tempfile
@@ -65,10 +66,12 @@ def writer_jar() -> Path:
         if proc.returncode != 0:
             raise SetupError(f"compiling the JVM writer failed (javac exit {proc.returncode}):\n{proc.stderr[-3000:]}")
         folder.mkdir(parents=True, exist_ok=True)
-        partial = folder / (JAR_NAME + ".partial")
+        # A name of this process's own, then one rename: two runs compiling at once each write their own
+        # file, and the jar is complete or absent, never half-written.
+        partial = folder / f"{JAR_NAME}.{os.getpid()}.partial"
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
             zf.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: sparkmirror\n\n")
             for path in sorted(classes.rglob("*.class")):
                 zf.write(path, path.relative_to(classes).as_posix())
-        partial.rename(jar)  # complete or absent, never half-written
+        os.replace(partial, jar)
     return jar

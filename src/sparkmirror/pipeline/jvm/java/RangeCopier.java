@@ -311,6 +311,8 @@ public final class RangeCopier {
         private final Map<TopicPartition, Part> parts = new LinkedHashMap<>();
         private final AtomicLong pending = new AtomicLong();
         private final Object acked = new Object();
+        /* A delivery failed for a reason other than the record: the task fails, and sends stop now. */
+        private volatile boolean failed;
         private long sent;
 
         Copy(Plan plan, JsonNode group) {
@@ -353,8 +355,13 @@ public final class RangeCopier {
             } finally {
                 giveBack(PRODUCERS, plan.producerKey, producer, ok);
                 if (consumer != null) {
-                    consumer.unsubscribe();
-                    giveBack(CONSUMERS, plan.consumerKey, consumer, ok);
+                    boolean clean = ok;
+                    try {
+                        consumer.unsubscribe();
+                    } catch (RuntimeException e) {
+                        clean = false;  // closed instead of kept; the task's own outcome stands
+                    }
+                    giveBack(CONSUMERS, plan.consumerKey, consumer, clean);
                 }
             }
         }
@@ -422,6 +429,9 @@ public final class RangeCopier {
 
         private void write(KafkaProducer<byte[], byte[]> producer, Part part, ConsumerRecord<byte[], byte[]> r,
                            long now) {
+            if (failed) {
+                failFast();  // each send to a target that stays away could wait up to max.block.ms
+            }
             long offset = r.offset();
             if (part.firstOffset < 0) {
                 part.firstOffset = offset;
@@ -479,6 +489,7 @@ public final class RangeCopier {
                             "INVALID_RECORD: in a produce batch with a record the target refused", true));
                     } else {
                         part.failed(offset, reason);
+                        failed = true;
                     }
                 }
                 if (pending.decrementAndGet() == 0) {

@@ -158,8 +158,8 @@ public final class RangeCopier {
             producer.put("value.serializer", ByteArraySerializer.class.getName());
             consumer.put("key.deserializer", ByteArrayDeserializer.class.getName());
             consumer.put("value.deserializer", ByteArrayDeserializer.class.getName());
-            producerKey = key(producer);
-            consumerKey = key(consumer);
+            producerKey = key(flow, producer);
+            consumerKey = key(flow, consumer);
             p.get("remotes").properties().forEach(e -> remotes.put(e.getKey(), e.getValue().asText()));
             p.get("limits").properties().forEach(e -> limits.put(e.getKey(), e.getValue().asInt()));
             tolerateAll = "all".equals(p.get("errors_tolerance").asText());
@@ -171,8 +171,9 @@ public final class RangeCopier {
             deliveryTimeoutMs = timeout == null ? "120000" : timeout.toString();
         }
 
-        private static String key(Map<String, Object> conf) {
-            return new TreeMap<>(conf).toString();
+        /* The flow first: a flow's clients of an older configuration are let go (see borrow). */
+        private static String key(String flow, Map<String, Object> conf) {
+            return flow + "\n" + new TreeMap<>(conf);
         }
     }
 
@@ -678,7 +679,21 @@ public final class RangeCopier {
         T make();
     }
 
-    private static <T> T borrow(Map<String, ConcurrentLinkedDeque<T>> pool, String key, Maker<T> maker) {
+    private static <T extends AutoCloseable> T borrow(Map<String, ConcurrentLinkedDeque<T>> pool, String key,
+                                                      Maker<T> maker) {
+        if (!pool.containsKey(key)) {
+            // The flow's settings changed (a remote topic's limit moved batch.size): its idle clients of the
+            // old settings would never be borrowed again.
+            String flow = key.substring(0, key.indexOf('\n') + 1);
+            for (Map.Entry<String, ConcurrentLinkedDeque<T>> e : pool.entrySet()) {
+                if (e.getKey().startsWith(flow)) {
+                    T idle;
+                    while ((idle = e.getValue().pollFirst()) != null) {
+                        giveBack(pool, e.getKey(), idle, false);
+                    }
+                }
+            }
+        }
         T client = pool.computeIfAbsent(key, k -> new ConcurrentLinkedDeque<>()).pollFirst();
         return client != null ? client : maker.make();
     }

@@ -20,6 +20,7 @@ from sparkmirror.config import load_config
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.offsets.store import read_offset_map
 from sparkmirror.pipeline.driver.mirror import Mirror
+from sparkmirror.pipeline.jvm import writer
 
 
 def _records(partition: int, n: int, first: int = 0) -> list[Rec]:
@@ -35,7 +36,11 @@ def _records(partition: int, n: int, first: int = 0) -> list[Rec]:
     return out
 
 
-def test_jvm_writer_copies_every_field_and_maps_every_offset(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+def test_jvm_writer_copies_every_field_and_maps_every_offset(
+    bootstraps, spark, tmp_path: Path, checkpoints, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fewer partitions fetched at a time than a task holds: the others wait, paused, for a free place.
+    monkeypatch.setattr(writer, "FETCH_WINDOW", 1)
     topic = unique("jvmw")
     create_topics(bootstraps["A"], {topic: 3})
     create_topics(bootstraps["B"], {f"A.{topic}": 3})

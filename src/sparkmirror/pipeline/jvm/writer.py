@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
 
 
+#: Partitions a task's Java consumer fetches at a time: it buffers up to ``max.partition.fetch.bytes``
+#: for each partition it may fetch, so this bounds a task's heap (64 MiB with Java's 1 MiB default).
+FETCH_WINDOW = 64
+
 #: What "no data loss" means for the writer's producer (as :data:`sparkmirror.kafka.clients.PRODUCER_SAFETY`).
 _PRODUCER_SAFETY = {"acks": "all", "enable.idempotence": "true"}
 #: Java client settings the writer keeps unless the operator sets them (Kafka 4's linger.ms).
@@ -72,6 +76,7 @@ def plan_json(plan: WritePlan, ranges: list[SourceRange]) -> str:
             "flush_timeout_ms": int(plan.flush_timeout_s * 1000),
             "stall_timeout_ms": int(STALL_TIMEOUT_S * 1000),
             "test_fail_after_records": plan.test_fail_after_records,
+            "fetch_window": FETCH_WINDOW,
         }
     )
 

@@ -28,6 +28,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -148,6 +149,7 @@ public final class RangeCopier {
         final long flushTimeoutMs;
         final long stallTimeoutMs;
         final long testFailAfterRecords;
+        final int fetchWindow;
         final String deliveryTimeoutMs;
 
         Plan(JsonNode p) {
@@ -167,6 +169,7 @@ public final class RangeCopier {
             flushTimeoutMs = p.get("flush_timeout_ms").asLong();
             stallTimeoutMs = p.get("stall_timeout_ms").asLong();
             testFailAfterRecords = p.get("test_fail_after_records").asLong();
+            fetchWindow = Math.max(1, p.get("fetch_window").asInt());
             Object timeout = producer.get("delivery.timeout.ms");
             deliveryTimeoutMs = timeout == null ? "120000" : timeout.toString();
         }
@@ -371,6 +374,13 @@ public final class RangeCopier {
                           Map<TopicPartition, Part> active) {
             consumer.assign(active.keySet());
             active.forEach((tp, part) -> consumer.seek(tp, part.start));
+            // The Java consumer keeps up to max.partition.fetch.bytes of fetched records for every partition
+            // it may fetch, however many: at 500 partitions a task that is 500 MiB, and two tasks ran out of
+            // the driver's 1 GiB heap. So at most fetchWindow partitions are fetched at a time, the others
+            // paused until one is done (the plan's fetch_window).
+            ArrayDeque<TopicPartition> waiting = new ArrayDeque<>(active.keySet());
+            consumer.pause(active.keySet());
+            resumeNext(consumer, waiting, plan.fetchWindow);
             long lastProgress = System.currentTimeMillis();
             while (!active.isEmpty()) {
                 ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
@@ -406,6 +416,8 @@ public final class RangeCopier {
                 if (!done.isEmpty()) {
                     done.forEach(active::remove);
                     consumer.pause(done);
+                    waiting.removeAll(done);
+                    resumeNext(consumer, waiting, done.size());
                     lastProgress = now;
                 }
                 if (!active.isEmpty() && now - lastProgress > plan.stallTimeoutMs) {
@@ -426,6 +438,15 @@ public final class RangeCopier {
             for (Part part : parts.values()) {
                 part.throwIfFailed(plan);
             }
+        }
+
+        private static void resumeNext(KafkaConsumer<byte[], byte[]> consumer, ArrayDeque<TopicPartition> waiting,
+                                       int n) {
+            List<TopicPartition> next = new ArrayList<>();
+            while (next.size() < n && !waiting.isEmpty()) {
+                next.add(waiting.pollFirst());
+            }
+            consumer.resume(next);
         }
 
         private void write(KafkaProducer<byte[], byte[]> producer, Part part, ConsumerRecord<byte[], byte[]> r,

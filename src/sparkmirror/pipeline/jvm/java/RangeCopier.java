@@ -31,6 +31,7 @@ import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -379,6 +380,7 @@ public final class RangeCopier {
             // the driver's 1 GiB heap. So at most fetchWindow partitions are fetched at a time, the others
             // paused until one is done (the plan's fetch_window).
             ArrayDeque<TopicPartition> waiting = new ArrayDeque<>(active.keySet());
+            Set<TopicPartition> assigned = new HashSet<>(active.keySet());
             consumer.pause(active.keySet());
             resumeNext(consumer, waiting, plan.fetchWindow);
             long lastProgress = System.currentTimeMillis();
@@ -415,7 +417,10 @@ public final class RangeCopier {
                 }
                 if (!done.isEmpty()) {
                     done.forEach(active::remove);
-                    consumer.pause(done);
+                    // Unassigned, not paused: the consumer keeps a paused partition's fetched records past
+                    // the range (up to max.partition.fetch.bytes each) for as long as it stays assigned.
+                    assigned.removeAll(done);
+                    consumer.assign(assigned);
                     waiting.removeAll(done);
                     resumeNext(consumer, waiting, done.size());
                     lastProgress = now;

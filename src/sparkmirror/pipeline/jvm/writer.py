@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from sparkmirror.core.offsetmap import extend_tail
 from sparkmirror.core.ranges import SourceRange
+from sparkmirror.kafka.clients import PRODUCER_SAFETY
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.sources import STALL_TIMEOUT_S
@@ -26,8 +27,7 @@ if TYPE_CHECKING:
 #: for each partition it may fetch, so this bounds a task's heap (64 MiB with Java's 1 MiB default).
 FETCH_WINDOW = 64
 
-#: What "no data loss" means for the writer's producer (as :data:`sparkmirror.kafka.clients.PRODUCER_SAFETY`).
-_PRODUCER_SAFETY = {"acks": "all", "enable.idempotence": "true"}
+_IN_FLIGHT = "max.in.flight.requests.per.connection"
 #: Java client settings the writer keeps unless the operator sets them (Kafka 4's linger.ms).
 _PRODUCER_DEFAULTS = {"linger.ms": "5", "delivery.timeout.ms": "120000"}
 #: The source consumer: positions come from Spark's plan, never from a group.
@@ -46,9 +46,9 @@ def java_producer_config(props: Mapping[str, str], flow: str) -> dict[str, str]:
     (the librdkafka producer's checks, :func:`~sparkmirror.kafka.clients.producer_config`, have
     already refused settings that would lose or reorder records); the driver caps ``batch.size``
     once the remote topics' limits are known (``TargetPreparer.fit_writer``)."""
-    conf = {**_PRODUCER_DEFAULTS, **props, **_PRODUCER_SAFETY}
-    in_flight = int(conf.get("max.in.flight.requests.per.connection", "5"))
-    conf["max.in.flight.requests.per.connection"] = str(min(5, in_flight))
+    conf = {**_PRODUCER_DEFAULTS, **props}
+    conf.update({k: v for k, v in PRODUCER_SAFETY.items() if k not in conf or k != _IN_FLIGHT})
+    conf[_IN_FLIGHT] = str(min(int(PRODUCER_SAFETY[_IN_FLIGHT]), int(conf[_IN_FLIGHT])))
     conf.setdefault("client.id", f"sparkmirror-{flow}-jvm")
     return conf
 

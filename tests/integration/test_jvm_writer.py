@@ -36,6 +36,17 @@ def _records(partition: int, n: int, first: int = 0) -> list[Rec]:
     return out
 
 
+def _jvm_config(bootstraps, tmp_path: Path, checkpoints: Path, topic: str) -> Path:
+    """A flow of ``topic`` alone, written by the JVM writer (remote topics keep their own configs)."""
+    return write_config(
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
+        extra=f"A->B.topics = {topic}\nsparkmirror.writer = jvm\nsync.topic.configs.enabled = false\n",
+    )
+
+
 def test_jvm_writer_copies_every_field_and_maps_every_offset(
     bootstraps, spark, tmp_path: Path, checkpoints, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -49,13 +60,7 @@ def test_jvm_writer_copies_every_field_and_maps_every_offset(
     sent = {p: _records(p, 200 + 50 * p) for p in range(3)}
     for p, recs in sent.items():
         produce(bootstraps["A"], topic, p, recs)
-    cfg = write_config(
-        tmp_path / "mm2.properties",
-        bootstraps["A"],
-        bootstraps["B"],
-        checkpoints=checkpoints,
-        extra=f"A->B.topics = {topic}\nsparkmirror.writer = jvm\nsync.topic.configs.enabled = false\n",
-    )
+    cfg = _jvm_config(bootstraps, tmp_path, checkpoints, topic)
     Mirror(load_config(cfg), once=True).run()
     # A second batch, after the first: its segments continue the first one's.
     more = {p: _records(p, 30, first=len(sent[p])) for p in range(3)}
@@ -102,12 +107,6 @@ def test_jvm_writer_copies_a_record_above_a_mebibyte_where_the_topic_allows_it(
     now = int(time.time() * 1000)
     recs = [Rec(b"small", b"v", (), now), Rec(b"big", b"x" * 1_500_000, (), now), Rec(b"after", b"w", (), now)]
     produce(bootstraps["A"], topic, 0, recs, **{"message.max.bytes": 3_000_000})
-    cfg = write_config(
-        tmp_path / "mm2.properties",
-        bootstraps["A"],
-        bootstraps["B"],
-        checkpoints=checkpoints,
-        extra=f"A->B.topics = {topic}\nsparkmirror.writer = jvm\nsync.topic.configs.enabled = false\n",
-    )
+    cfg = _jvm_config(bootstraps, tmp_path, checkpoints, topic)
     Mirror(load_config(cfg), once=True).run()
     assert read_partition(bootstraps["B"], f"A.{topic}", 0) == recs

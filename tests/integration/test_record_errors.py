@@ -32,6 +32,20 @@ def _setup(bootstraps: dict[str, str], prefix: str) -> tuple[str, list[Rec]]:
     return topic, records
 
 
+def _dead_letter_config(bootstraps, tmp_path: Path, checkpoints: Path, topics: str, dlq: str, writer: str) -> Path:
+    """A flow of ``topics`` with ``errors.tolerance = all`` into ``dlq``, written by ``writer``."""
+    return write_config(
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
+        extra=(
+            f"A->B.topics = {topics}\nsync.topic.configs.enabled = false\n"
+            f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {dlq}\nsparkmirror.writer = {writer}\n"
+        ),
+    )
+
+
 WRITERS = pytest.mark.parametrize("writer", ["python", "jvm"])
 
 
@@ -63,16 +77,7 @@ def test_errors_tolerance_all_sends_the_record_to_the_dead_letter_topic(
     prefix = unique("dlq")
     topic, records = _setup(bootstraps, prefix)
     dlq = f"{prefix}.dlq"
-    cfg = write_config(
-        tmp_path / "mm2.properties",
-        bootstraps["A"],
-        bootstraps["B"],
-        checkpoints=checkpoints,
-        extra=(
-            f"A->B.topics = {prefix}\\.big\nsync.topic.configs.enabled = false\n"
-            f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {dlq}\nsparkmirror.writer = {writer}\n"
-        ),
-    )
+    cfg = _dead_letter_config(bootstraps, tmp_path, checkpoints, f"{prefix}\\.big", dlq, writer)
     runners = Mirror(load_config(cfg), once=True).run()
     assert runners[0].progress.dead_lettered == 1
     mirrored = [r.value for r in read_partition(bootstraps["B"], f"A.{topic}", 0)]
@@ -107,16 +112,7 @@ def test_a_record_the_broker_refuses_is_dead_lettered_whole(
     records = [Rec((None if i == 2 else f"k{i}".encode()), f"v{i}".encode(), (("h", b"1"),), ts) for i in range(5)]
     produce(bootstraps["A"], topic, 0, records)
     dlq = f"{prefix}.dlq"
-    cfg = write_config(
-        tmp_path / "mm2.properties",
-        bootstraps["A"],
-        bootstraps["B"],
-        checkpoints=checkpoints,
-        extra=(
-            f"A->B.topics = {prefix}\\.keys\nsync.topic.configs.enabled = false\n"
-            f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {dlq}\nsparkmirror.writer = {writer}\n"
-        ),
-    )
+    cfg = _dead_letter_config(bootstraps, tmp_path, checkpoints, f"{prefix}\\.keys", dlq, writer)
     runners = Mirror(load_config(cfg), once=True).run()
     mirrored = read_partition(bootstraps["B"], f"A.{topic}", 0)
     dead = read_partition(bootstraps["B"], dlq, 0)

@@ -133,7 +133,12 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     ap.add_argument("--tasks-max", type=int, default=2, help="MM2 tasks.max")
     ap.add_argument("--limit-threads", type=int, default=2, help="copy threads of the limit loop")
     ap.add_argument("--seed", type=int, default=6)
-    ap.add_argument("--settle-seconds", type=int, default=15, help="pause after loading the workload")
+    ap.add_argument(
+        "--settle-seconds",
+        type=int,
+        default=15,
+        help="pause after loading the workload (scale: before each system too), pages synced first",
+    )
     ap.add_argument("--base-port", type=int, default=31092)
     ap.add_argument("--stall-timeout", type=int, default=180, help="seconds without progress on B that fail a run")
     ap.add_argument(

@@ -49,6 +49,7 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import os
 import random
 import statistics
 import sys
@@ -827,6 +828,15 @@ def result_path(results: Path, day: str, name: str = "scale") -> Path:
     return path
 
 
+def settle(seconds: float) -> None:
+    """Written pages to disk, then a pause, before each system: the workload's load (gigabytes at the
+    issue's size) and the previous system's copy are written back now, not during the next system's
+    measurement. Without it, sparkmirror measured 2 s after a 10 M load copied its first two batches
+    at about half the rate of its last three (docs/performance.md)."""
+    os.sync()
+    time.sleep(seconds)
+
+
 def run_systems(
     run_mod: Any,
     systems: list[rep.Replicator],
@@ -852,6 +862,7 @@ def run_systems(
             run_dir = workdir / f"{label}-run{run}-{system.name}"
             run_dir.mkdir(parents=True)
             log.info("%s run %d/%d: %s", label, run, s.runs, system.name)
+            settle(s.settle_seconds)
             sampler = None
             if spark_cluster is not None and isinstance(system, rep.Sparkmirror):
                 from sparkcluster import ExecutorSampler

@@ -20,6 +20,21 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+#: How long a helper waits for its consumer to close. After brokers were killed, librdkafka's close can
+#: wait on a coordinator or a broker thread for far longer (an open librdkafka issue, #4519); a helper
+#: must not turn that into a test run that never ends.
+CLOSE_WAIT_S = 30.0
+
+
+def close_bounded(c: Consumer) -> None:
+    """Close a helper's consumer from a thread of its own, waiting at most :data:`CLOSE_WAIT_S`: a
+    close that takes longer is left behind (the helpers never commit, so nothing is lost) and said."""
+    closer = threading.Thread(target=c.close, name="helper-consumer-close", daemon=True)
+    closer.start()
+    closer.join(CLOSE_WAIT_S)
+    if closer.is_alive():
+        print(f"a helper consumer did not close within {CLOSE_WAIT_S:.0f}s; left to librdkafka", file=sys.stderr)
+
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
@@ -36,7 +51,7 @@ def create_topics(bootstrap: str, topics: Mapping[str, int], config: Mapping[str
         operation_timeout=30,
     )
     for f in futures.values():
-        f.result()
+        f.result(timeout=90)
 
 
 @dataclass(frozen=True)
@@ -101,7 +116,7 @@ def read_partition(bootstrap: str, topic: str, partition: int, *, timeout_s: flo
                 break
         return out
     finally:
-        c.close()
+        close_bounded(c)
 
 
 def committed_log(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
@@ -128,7 +143,7 @@ def committed_log(bootstrap: str, topic: str, partition: int) -> list[tuple[int,
                     return out
                 out.append((m.offset(), m.value()))
     finally:
-        c.close()
+        close_bounded(c)
 
 
 def partition_count(bootstrap: str, topic: str) -> int:
@@ -169,7 +184,7 @@ def end_offsets(bootstrap: str, topic: str, *, settle_s: float = 30.0) -> dict[i
                     raise
                 time.sleep(0.2)
     finally:
-        c.close()
+        close_bounded(c)
 
 
 def wait_for(predicate: Any, *, timeout_s: float, what: str, interval_s: float = 1.0) -> Any:

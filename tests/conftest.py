@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,6 +69,28 @@ def checkpoints(tmp_path: Path) -> Path:
 
 _TIERS = ("unit", "integration", "e2e")
 
+_SESSION_START = time.monotonic()
+#: The last test of each module, in run order (set once collected).
+_LAST_IN_MODULE: set[str] = set()
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter has written the module's progress
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    """End each module's line with the minutes since the run began: a run that CI stops at its time
+    limit prints no --durations table, and this still tells where the time went."""
+    if nodeid not in _LAST_IN_MODULE or not _CONFIG or _CONFIG[0].get_verbosity() != 0:
+        return
+    reporter = _CONFIG[0].pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write(f" {(time.monotonic() - _SESSION_START) / 60:.1f} min", flush=True)
+
+
+_CONFIG: list[pytest.Config] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG.append(config)
+
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every tier asked for (directly, or through ``tests``) must collect tests.
@@ -83,6 +106,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         rel = Path(str(item.path)).relative_to(root)
         if rel.parts and rel.parts[0] in counts:
             counts[rel.parts[0]] += 1
+    modules = [i.nodeid.split("::")[0] for i in items]
+    _LAST_IN_MODULE.update(i.nodeid for i, m, after in zip(items, modules, [*modules[1:], ""], strict=True) if m != after)
     empty = [t for t, n in counts.items() if n == 0]
     if empty:
         raise pytest.UsageError(f"no tests collected in tests/{', tests/'.join(empty)}")

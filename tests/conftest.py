@@ -107,7 +107,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if rel.parts and rel.parts[0] in counts:
             counts[rel.parts[0]] += 1
     modules = [i.nodeid.split("::")[0] for i in items]
-    _LAST_IN_MODULE.update(i.nodeid for i, m, after in zip(items, modules, [*modules[1:], ""], strict=True) if m != after)
+    following = [*modules[1:], ""]
+    _LAST_IN_MODULE.update(i.nodeid for i, m, n in zip(items, modules, following, strict=True) if m != n)
     empty = [t for t, n in counts.items() if n == 0]
     if empty:
         raise pytest.UsageError(f"no tests collected in tests/{', tests/'.join(empty)}")

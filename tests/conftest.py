@@ -72,6 +72,12 @@ _TIERS = ("unit", "integration", "e2e")
 _SESSION_START = time.monotonic()
 #: The last test of each module, in run order (set once collected).
 _LAST_IN_MODULE: set[str] = set()
+#: The run's configuration (pytest_configure), for the hooks that get none.
+_CONFIG: list[pytest.Config] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG.append(config)
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter has written the module's progress
@@ -83,13 +89,6 @@ def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str])
     reporter = _CONFIG[0].pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write(f" {(time.monotonic() - _SESSION_START) / 60:.1f} min", flush=True)
-
-
-_CONFIG: list[pytest.Config] = []
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    _CONFIG.append(config)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -20,6 +20,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sparkmirror.kafka.factory import close_within
+
 #: How long a helper waits for its consumer to close. After brokers were killed, librdkafka's close can
 #: wait on a coordinator or a broker thread for far longer (an open librdkafka issue, #4519); a helper
 #: must not turn that into a test run that never ends.
@@ -27,12 +29,9 @@ CLOSE_WAIT_S = 30.0
 
 
 def close_bounded(c: Consumer) -> None:
-    """Close a helper's consumer from a thread of its own, waiting at most :data:`CLOSE_WAIT_S`: a
-    close that takes longer is left behind (the helpers never commit, so nothing is lost) and said."""
-    closer = threading.Thread(target=c.close, name="helper-consumer-close", daemon=True)
-    closer.start()
-    closer.join(CLOSE_WAIT_S)
-    if closer.is_alive():
+    """Close a helper's consumer, waiting at most :data:`CLOSE_WAIT_S`: a close that takes longer is
+    left behind (the helpers never commit, so nothing is lost) and said."""
+    if not close_within(c.close, CLOSE_WAIT_S, "a helper consumer"):
         print(f"a helper consumer did not close within {CLOSE_WAIT_S:.0f}s; left to librdkafka", file=sys.stderr)
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,6 +28,24 @@ _TRANSIENT = re.compile(
     r"Connection refused|Disconnected|brokers are down|Failed to resolve|Coordinator load in progress|"
     r"Failed to acquire idempotence PID|timed out|Connection setup timed out|Broker transport failure"
 )
+
+
+def close_within(close: Callable[[], None], seconds: float, what: str) -> bool:
+    """Run a client's ``close`` in a thread of its own and wait at most ``seconds``; False if it is
+    still waiting, left behind. After brokers were lost librdkafka's close (and destroy) can wait on
+    a coordinator or a broker thread for minutes, or for ever (librdkafka #4519); a stop must not.
+    An error from ``close`` is logged at debug and counts as closed."""
+
+    def run() -> None:
+        try:
+            close()
+        except Exception as exc:  # noqa: BLE001 - closing after the cluster went away
+            logging.getLogger(__name__).debug("closing %s: %s", what, exc)
+
+    closer = threading.Thread(target=run, name=f"close {what}", daemon=True)
+    closer.start()
+    closer.join(seconds)
+    return not closer.is_alive()
 
 
 class LibrdkafkaLog:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.access import classify
-from sparkmirror.kafka.factory import new_admin, new_consumer
+from sparkmirror.kafka.factory import close_within, new_admin, new_consumer
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -302,17 +302,7 @@ class FlowLease:
         """Close the member, waiting at most :data:`CLOSE_WAIT_S`: after a target outage librdkafka's
         close can wait on a coordinator for minutes, and a stop must not. A member left open is
         dropped by the brokers at the end of its session, as a killed holder's is."""
-
-        def close() -> None:
-            try:
-                consumer.close()
-            except Exception as exc:  # noqa: BLE001 - closing after the cluster went away
-                log.debug("flow=%s closing the lease consumer: %s", self.flow, exc)
-
-        closer = threading.Thread(target=close, name=f"lease close {self.flow}", daemon=True)
-        closer.start()
-        closer.join(CLOSE_WAIT_S)
-        if closer.is_alive():
+        if not close_within(consumer.close, CLOSE_WAIT_S, f"the lease consumer of flow {self.flow}"):
             log.warning(
                 "flow=%s the lease's member did not close within %.0fs; the target drops it after its %d s session",
                 self.flow,

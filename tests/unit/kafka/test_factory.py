@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import pickle
 import re
+import threading
 from pathlib import Path
 
 import pytest
 
-from sparkmirror.kafka.factory import LOGGER_NAME, LibrdkafkaLog
+from sparkmirror.kafka.factory import LOGGER_NAME, LibrdkafkaLog, close_within
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "sparkmirror"
 
@@ -60,3 +61,17 @@ def test_the_log_travels_to_executors_and_keeps_client_cache_keys_stable() -> No
     log = LibrdkafkaLog()
     copy = pickle.loads(pickle.dumps(log))
     assert copy == log and hash(copy) == hash(log) and repr(copy) == repr(log)
+
+
+def test_close_within_leaves_a_close_that_waits_past_its_limit_behind() -> None:
+    release = threading.Event()
+    assert close_within(lambda: None, 1.0, "quick") is True
+    assert close_within(lambda: release.wait(10), 0.2, "stuck") is False  # returns at its limit
+    release.set()
+
+
+def test_close_within_counts_a_close_that_raises_as_closed() -> None:
+    def refused() -> None:
+        raise RuntimeError("broker gone")
+
+    assert close_within(refused, 1.0, "refused") is True

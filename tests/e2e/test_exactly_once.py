@@ -144,7 +144,10 @@ def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path) ->
     print(f"records={sum(len(v) for v in committed.values())} committed, kills=5, duplicates=0, lost=0")
 
 
-def test_task_failure_mid_transaction_and_deleted_checkpoint_leave_no_duplicate(bootstraps, tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", ["python", "jvm"])
+def test_task_failure_mid_transaction_and_deleted_checkpoint_leave_no_duplicate(
+    bootstraps, tmp_path: Path, writer: str
+) -> None:
     topic = unique("eos-fail")
     create_topics(bootstraps["A"], {topic: PARTITIONS})
     committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
@@ -157,7 +160,7 @@ def test_task_failure_mid_transaction_and_deleted_checkpoint_leave_no_duplicate(
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=checkpoints,
-        extra=f"A->B.topics = {topic}\n{EOS}",
+        extra=f"A->B.topics = {topic}\n{EOS}sparkmirror.writer = {writer}\n",
     )
     # Every task's first attempt dies after writing 300 records inside its
     # transaction (flushed to the target, not committed).

@@ -1,4 +1,4 @@
-"""The JVM writer (``sparkmirror.writer = jvm``) copies what the Python writer copies.
+"""The JVM writer (``sparkmirror.writer = jvm``) copies what the Python writer copies, also exactly once.
 
 Every record's key, value, headers, timestamp and partition arrive on B, also null keys and values
 and a header without a value; the offset map pairs each source offset with the target offset its
@@ -10,6 +10,7 @@ test_offset_translation.py.
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -17,8 +18,11 @@ import pytest
 
 from kafka_helpers import Rec, create_topics, produce, read_partition, unique, write_config
 from sparkmirror.config import load_config
+from sparkmirror.core.naming import progress_group
 from sparkmirror.kafka.flowclients import FlowClients
+from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.offsets.store import read_offset_map
+from sparkmirror.pipeline.driver import batch
 from sparkmirror.pipeline.driver.mirror import Mirror
 from sparkmirror.pipeline.jvm import writer
 
@@ -85,16 +89,66 @@ def test_jvm_writer_copies_every_field_and_maps_every_offset(
             assert t.downstream_offset == u + shift, f"{topic}[{p}] offset {u}: {t}"
 
 
-def test_jvm_writer_refuses_exactly_once(tmp_path: Path, checkpoints, bootstraps) -> None:
+def test_jvm_writer_exactly_once_writes_once_with_its_progress_and_offset_map(
+    bootstraps, spark, tmp_path: Path, checkpoints, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two transaction groups over three partitions (a task holds several ids); the second run has lost
+    Spark's checkpoint, so only the progress committed on the target keeps it from writing again."""
+    writers: list[str] = []
+
+    def copy_in_jvm(sc, plan, groups):  # type: ignore[no-untyped-def]
+        results = writer.copy_in_jvm(sc, plan, groups)
+        writers.extend(r.writer for r in results)
+        return results
+
+    monkeypatch.setattr(batch, "copy_in_jvm", copy_in_jvm)
+    topic = unique("jvmw-eos")
+    create_topics(bootstraps["A"], {topic: 3})
+    create_topics(bootstraps["B"], {f"A.{topic}": 3})
+    foreign = [Rec(b"other", b"another writer", (), int(time.time() * 1000))] * 5
+    produce(bootstraps["B"], f"A.{topic}", 1, foreign)
+    sent = {p: _records(p, 200 + 50 * p) for p in range(3)}
+    for p, recs in sent.items():
+        produce(bootstraps["A"], topic, p, recs)
     cfg = write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=checkpoints,
-        extra="sparkmirror.writer = jvm\nexactly.once.source.support = enabled\n",
+        extra=f"A->B.topics = {topic}\nsparkmirror.writer = jvm\nsync.topic.configs.enabled = false\n"
+        "exactly.once.source.support = enabled\nsparkmirror.exactly.once.transactions = 2\n",
     )
-    with pytest.raises(Exception, match="sparkmirror.writer = jvm"):
-        load_config(cfg)
+    Mirror(load_config(cfg), once=True).run()
+    first = {p: len(recs) for p, recs in sent.items()}
+    more = {p: _records(p, 30, first=len(sent[p])) for p in range(3)}
+    for p, recs in more.items():
+        produce(bootstraps["A"], topic, p, recs)
+        sent[p] = sent[p] + recs
+    shutil.rmtree(checkpoints)
+    Mirror(load_config(cfg), once=True).run()
+
+    assert writers and all(w.startswith("jvm:") for w in writers), writers  # the JVM wrote every range
+    for p, recs in sent.items():
+        got = read_partition(bootstraps["B"], f"A.{topic}", p)
+        if p == 1:
+            assert got[:5] == foreign
+            got = got[5:]
+        assert got == recs, f"A.{topic}[{p}] differs from {topic}[{p}] (duplicates or loss)"
+
+    flow = load_config(cfg).flows[0]
+    progress = committed_offsets(
+        FlowClients(flow).target_consumer, progress_group("A", "B"), [(f"A.{topic}", p) for p in range(3)]
+    )
+    assert progress == {(f"A.{topic}", p): len(sent[p]) for p in range(3)}
+    offsets = read_offset_map(FlowClients(flow).target_consumer, flow)
+    for p, recs in sent.items():
+        shift = 5 if p == 1 else 0
+        for u in (0, 1, 137, first[p] - 1):
+            t = offsets.translate(topic, p, u)
+            assert t.downstream_offset == u + shift, f"{topic}[{p}] offset {u}: {t}"
+        for u in (first[p], len(recs) - 1):  # past the first run's commit marker
+            t = offsets.translate(topic, p, u)
+            assert t.downstream_offset == u + shift + 1, f"{topic}[{p}] offset {u}: {t}"
 
 
 def test_jvm_writer_copies_a_record_above_a_mebibyte_where_the_topic_allows_it(

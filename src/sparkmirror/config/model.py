@@ -165,10 +165,11 @@ class SparkSettings(_Frozen):
     ``spark``: the records go through Spark's Kafka source, Arrow and the Python worker (for source
     settings only the Java client knows; JKS stores are converted for librdkafka, docs/security.md)."""
     writer: Literal["python", "jvm"] = Field(default="python", alias="sparkmirror.writer")
-    """Who copies at-least-once batches (direct reader). ``python``: the executors' Python workers, with
+    """Who copies the batches (direct reader). ``python``: the executors' Python workers, with
     librdkafka. ``jvm``: a Spark job of the JVM's own with Kafka's Java clients, no Python worker on the
-    data path (less CPU per record: docs/decisions.md); needs a JDK's ``javac`` on the driver once.
-    Exactly-once flows and the ``spark`` reader always use ``python``."""
+    data path (less CPU per record: docs/decisions.md), at least once or exactly once (Java producer
+    transactions, the same ids, progress and offset map); needs a JDK's ``javac`` on the driver once.
+    The ``spark`` reader always uses ``python``."""
     progress_interval_seconds: int = Field(default=10, ge=1, alias="sparkmirror.progress.interval.seconds")
     """How often progress is logged (piped output) and each flow's status is written to its target, in
     seconds; metrics' lag is refreshed as often."""
@@ -348,10 +349,10 @@ class FlowConfig(_Frozen):
     def _check(self) -> FlowConfig:
         if self.source == self.target:
             raise ValueError(f"a flow needs two different clusters, got {self.source}->{self.target}")
-        if self.spark.writer == "jvm" and (self.exactly_once or self.spark.source_reader != "direct"):
+        if self.spark.writer == "jvm" and self.spark.source_reader != "direct":
             raise ValueError(
-                f"flow {self.name}: sparkmirror.writer = jvm copies at-least-once batches of the direct reader "
-                "only; set sparkmirror.writer = python for exactly-once or sparkmirror.source.reader = spark"
+                f"flow {self.name}: sparkmirror.writer = jvm copies the direct reader's batches only; "
+                "set sparkmirror.writer = python for sparkmirror.source.reader = spark"
             )
         # Build the policy and filters once so that a bad class name or regex fails at load time.
         _ = self.policy, self.topic_filter, self.group_filter, self.config_property_filter

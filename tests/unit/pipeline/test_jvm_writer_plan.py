@@ -12,7 +12,14 @@ from sparkmirror.core.offsetmap import extend_tail
 from sparkmirror.core.ranges import SourceRange
 from sparkmirror.errors import ConfigError
 from sparkmirror.pipeline.executor.plan import WritePlan
-from sparkmirror.pipeline.jvm.writer import java_consumer_config, java_producer_config, plan_json, result_from_row
+from sparkmirror.pipeline.jvm import writer
+from sparkmirror.pipeline.jvm.writer import (
+    java_consumer_config,
+    java_producer_config,
+    java_progress_consumer_config,
+    plan_json,
+    result_from_row,
+)
 
 BASE = """\
 clusters = A, B
@@ -107,19 +114,43 @@ def test_extend_tail_joins_only_when_both_sides_continue() -> None:
     assert extend_tail([(5, 50, 2)], None) == [(5, 50, 2)]
 
 
-@pytest.mark.parametrize(
-    "extra",
-    [
-        "sparkmirror.writer = jvm\nexactly.once.source.support = enabled\n",
-        "sparkmirror.writer = jvm\nsparkmirror.source.reader = spark\n",
-    ],
-)
-def test_jvm_writer_with_exactly_once_or_sparks_reader_is_refused(extra: str) -> None:
+def test_jvm_writer_with_sparks_reader_is_refused() -> None:
     with pytest.raises(ConfigError, match="sparkmirror.writer = jvm") as err:
-        load_config(BASE + extra)  # type: ignore[arg-type]
+        load_config(BASE + "sparkmirror.writer = jvm\nsparkmirror.source.reader = spark\n")  # type: ignore[arg-type]
     assert err.value.exit_code == 2
 
 
-def test_writer_defaults_to_python_and_takes_jvm() -> None:
+def test_writer_defaults_to_python_and_takes_jvm_also_exactly_once() -> None:
     assert load_config(BASE).flows[0].spark.writer == "python"  # type: ignore[arg-type]
     assert load_config(BASE + "sparkmirror.writer = jvm\n").flows[0].spark.writer == "jvm"  # type: ignore[arg-type]
+    eos = load_config(BASE + "sparkmirror.writer = jvm\nexactly.once.source.support = enabled\n").flows[0]  # type: ignore[arg-type]
+    assert (eos.spark.writer, eos.exactly_once) == ("jvm", True)
+
+
+def test_exactly_once_ranges_name_their_transactional_id_and_the_plan_its_progress() -> None:
+    plan = _plan(
+        exactly_once=True,
+        transaction_groups=4,
+        target_alias="B",
+        progress_group="pg",
+        offset_map_topic="om",
+        producer_generation="gen1",
+        writers={"tid": "jvm:1@host"},
+        tails={("t", 1): (0, 100, 10), ("elsewhere", 0): (1, 2, 3)},
+        java_progress_consumer_config=java_progress_consumer_config(
+            {"bootstrap.servers": "b:9092", "group.id": "theirs"}, "A->B", "pg"
+        ),
+    )
+    ranges = [SourceRange("t", 0, 0, 10), SourceRange("t", 1, 10, 20)]
+    sent = json.loads(plan_json(plan, ranges))
+    assert sent["exactly_once"] is True
+    assert (sent["progress_group"], sent["offset_map_topic"], sent["generation"]) == ("pg", "om", "gen1")
+    assert sent["progress_consumer"]["group.id"] == "pg"  # the progress group, not the operator's
+    assert sent["progress_consumer"]["isolation.level"] == "read_committed"
+    assert sent["writers"] == {"tid": "jvm:1@host"}
+    assert sent["tails"] == [["t", 1, 0, 100, 10]]  # only the round's partitions
+    assert [writer._range(r, plan) for r in ranges] == [
+        ["t", 0, 0, 10, plan.transactional_id("t", 0)],
+        ["t", 1, 10, 20, plan.transactional_id("t", 1)],
+    ]
+    assert writer._range(ranges[0], _plan()) == ["t", 0, 0, 10]  # at least once: no id

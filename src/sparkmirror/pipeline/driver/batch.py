@@ -328,7 +328,7 @@ class BatchHandler:
         what = f"round {name}, " if name != "1/1" else ""
         sc.setJobDescription(f"sparkmirror {self.flow.name}: copy {what}{records:,} records")
         try:
-            if plan.writer == "jvm" and not plan.exactly_once:
+            if plan.writer == "jvm":
                 return copy_in_jvm(sc, plan, groups)
             return list(sc.parallelize(groups, len(groups)).mapPartitions(copy).collect())
         finally:

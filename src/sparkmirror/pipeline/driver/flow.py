@@ -54,7 +54,7 @@ from sparkmirror.pipeline.exceptions import (
     WriteError,
 )
 from sparkmirror.pipeline.executor.plan import WritePlan
-from sparkmirror.pipeline.jvm.writer import java_consumer_config, java_producer_config
+from sparkmirror.pipeline.jvm.writer import java_consumer_config, java_producer_config, java_progress_consumer_config
 from sparkmirror.status.reporter import StatusReporter
 
 if TYPE_CHECKING:
@@ -105,6 +105,11 @@ def write_plan(clients: FlowClients) -> WritePlan:
         else {},
         java_consumer_config=java_consumer_config(flow.source_consumer_props(reveal_secrets=True), flow.name)
         if jvm
+        else {},
+        java_progress_consumer_config=java_progress_consumer_config(
+            flow.target_consumer_props(reveal_secrets=True), flow.name, progress_group(flow.source, flow.target)
+        )
+        if jvm and flow.exactly_once
         else {},
     )
 

@@ -80,11 +80,14 @@ class WritePlan:
     #: Exactly-once: the worker (:data:`WORKER_ID`) that used each transactional id last, as the
     #: driver saw in the result rows; another worker's producer with that id has been fenced since.
     writers: dict[str, str] = field(default_factory=dict)
-    #: Who copies at-least-once batches: ``python`` (executors' workers) or ``jvm`` (:mod:`sparkmirror.pipeline.jvm`).
+    #: Who copies the direct reader's batches: ``python`` (executors' workers) or ``jvm``
+    #: (:mod:`sparkmirror.pipeline.jvm`).
     writer: str = "python"
-    #: The JVM writer's Java producer (target) and consumer (source) properties.
+    #: The JVM writer's Java producer (target) and consumer (source) properties, and (exactly-once)
+    #: its consumer of the progress group on the target.
     java_producer_config: dict[str, str] = field(default_factory=dict, repr=False)
     java_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
+    java_progress_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
     #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_RECORDS): the first attempt of
     #: every task fails after handing this many records to its producers.
     test_fail_after_records: int = 0

@@ -54,7 +54,7 @@ def writer_jar() -> Path:
     javac = shutil.which("javac")
     if javac is None:
         raise SetupError(
-            "sparkmirror.sink.writer = jvm needs a JDK's `javac` on the driver once, to compile the writer "
+            "sparkmirror.writer = jvm needs a JDK's `javac` on the driver once, to compile the writer "
             "(Java 17 or later); or set sparkmirror.sink.writer = python"
         )
     log.info("compiling the JVM writer into %s", jar)

@@ -2,8 +2,9 @@
 
 The plan goes to the JVM as JSON (with the clients' secrets: it is never logged, like the pickled
 :class:`~sparkmirror.pipeline.executor.plan.WritePlan` of the Python writer); each group of ranges is
-one task. What the Python sink does after the tasks (a segment that continues the partition's last
-one extends it) is done here, with the same function.
+one task, and exactly-once ranges name their transactional id. The tasks extend each partition's
+last offset-map segment (the plan's tails) as the Python sink does; exactly-once writes those
+segments in the data's transactions, so the rows carry them as written.
 """
 
 from __future__ import annotations
@@ -61,9 +62,19 @@ def java_consumer_config(props: Mapping[str, str], flow: str) -> dict[str, str]:
     return conf
 
 
+def java_progress_consumer_config(props: Mapping[str, str], flow: str, group: str) -> dict[str, str]:
+    """Exactly-once: the writer's Java consumer of the progress group on the target (never joins it;
+    reads its committed offsets, stable ones only, and names it in the transactions)."""
+    conf = {**props, "group.id": group, "enable.auto.commit": "false", "isolation.level": "read_committed"}
+    conf.setdefault("client.id", f"sparkmirror-{flow}-jvm-progress")
+    return conf
+
+
 def plan_json(plan: WritePlan, ranges: list[SourceRange]) -> str:
     """What every task of a round needs (with secrets: never logged)."""
     remotes = {r.topic: plan.remote_topic(r.topic) for r in ranges}
+    keys = {(r.topic, r.partition) for r in ranges}
+    tails = [[t, p, *plan.tails[(t, p)]] for t, p in sorted(keys) if (t, p) in plan.tails]
     return json.dumps(
         {
             "flow": plan.flow,
@@ -77,6 +88,15 @@ def plan_json(plan: WritePlan, ranges: list[SourceRange]) -> str:
             "stall_timeout_ms": int(STALL_TIMEOUT_S * 1000),
             "test_fail_after_records": plan.test_fail_after_records,
             "fetch_window": FETCH_WINDOW,
+            "tails": tails,
+            "exactly_once": plan.exactly_once,
+            "offset_map_topic": plan.offset_map_topic,
+            "progress_group": plan.progress_group,
+            "progress_consumer": plan.java_progress_consumer_config,
+            "generation": plan.producer_generation,
+            "transaction_timeout_ms": str(plan.transaction_timeout_ms),
+            "target_wait_ms": int(plan.target_wait_s * 1000),
+            "writers": plan.writers,
         }
     )
 
@@ -89,9 +109,16 @@ def copy_in_jvm(sc: SparkContext, plan: WritePlan, groups: list[list[SourceRange
     jvm = sc._jvm
     assert jvm is not None, "the Spark session has stopped"
     copier = jvm.sparkmirror.jvm.RangeCopier
-    payload = json.dumps([[[r.topic, r.partition, r.start, r.until] for r in g] for g in groups])
+    payload = json.dumps([[_range(r, plan) for r in g] for g in groups])
     rows = json.loads(copier.copy(sc._jsc, plan_json(plan, ranges), payload))
     return [result_from_row(row, plan) for row in rows]
+
+
+def _range(r: SourceRange, plan: WritePlan) -> list[object]:
+    """One range as the JVM reads it; exactly-once adds the transactional id that writes it."""
+    if plan.exactly_once:
+        return [r.topic, r.partition, r.start, r.until, plan.transactional_id(r.topic, r.partition)]
+    return [r.topic, r.partition, r.start, r.until]
 
 
 def result_from_row(row: Mapping[str, object], plan: WritePlan) -> PartitionResult:

@@ -1,6 +1,6 @@
 /*
- * sparkmirror's JVM writer (sparkmirror.sink.writer = jvm): one micro-batch's at-least-once copy as a
- * Spark job of the JVM's own, without a Python worker on the data path.
+ * sparkmirror's JVM writer (sparkmirror.writer = jvm): one micro-batch's copy as a Spark job of the
+ * JVM's own, without a Python worker on the data path; at least once, or exactly once in transactions.
  *
  * The driver (sparkmirror/pipeline/jvm/writer.py) hands over the batch's planned ranges, shared out
  * into groups (one task each), and the flow's plan as JSON. Each task reads its ranges with a Java
@@ -17,6 +17,17 @@
  * driver stops the flow without committing; with errors.tolerance=all the record goes to the
  * dead-letter topic with Kafka Connect's header names. Any other failure fails the task, which
  * Spark retries; the batch is replayed if it keeps failing.
+ *
+ * Exactly once (the Python writer's commit.py Transactional, with Kafka's Java producer): each range
+ * names the transactional id of its transaction group, and a task holds every range of its groups.
+ * Per id the task borrows a producer that called initTransactions (fencing any earlier holder of the
+ * id and completing its open transaction), then reads the progress group's committed offsets on the
+ * target: each partition's floor, below which records are already there and are not read again.
+ * A group's records, dead-lettered records, offset-map segments (the same bytes as the Python
+ * writer's) and new progress (sendOffsetsToTransaction) commit in one transaction; any doubt aborts
+ * and fails the task. A record the broker refuses inside a transaction makes the transaction
+ * abortable, so it cannot be dead-lettered there: the transaction aborts and the row carries the
+ * refusal (the flow stops, naming it), whatever errors.tolerance says.
  */
 package sparkmirror.jvm;
 
@@ -26,6 +37,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import java.lang.management.ManagementFactory;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayDeque;
@@ -41,11 +53,17 @@ import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -55,10 +73,13 @@ import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.ClusterAuthorizationException;
 import org.apache.kafka.common.errors.CorruptRecordException;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.InvalidTimestampException;
 import org.apache.kafka.common.errors.PolicyViolationException;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.RecordBatchTooLargeException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
+import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.errors.TopicAuthorizationException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeaders;
@@ -82,12 +103,21 @@ public final class RangeCopier {
     /* How often a wait on the target says what it waits for. */
     private static final long WARN_EVERY_MS = 15_000;
     private static final String DLQ_HEADER_PREFIX = "__connect.errors.";
+    /* This JVM, as the rows name their writer (the driver's record of who used a transactional id last). */
+    private static final String WRITER = "jvm:" + ManagementFactory.getRuntimeMXBean().getName();
+    /* Transaction groups whose transactions one task finishes at the same time. */
+    private static final int MAX_COMMIT_THREADS = 8;
+    /* All aborts of a failed task together wait at most this long (the next attempt fences anyway). */
+    private static final long ABORT_MS = 30_000;
 
     /* Clients kept per executor JVM between tasks, keyed by their configuration; a task borrows
      * its own (a consumer is not thread-safe) and closes them after a failure. */
     private static final Map<String, ConcurrentLinkedDeque<KafkaProducer<byte[], byte[]>>> PRODUCERS =
         new ConcurrentHashMap<>();
     private static final Map<String, ConcurrentLinkedDeque<KafkaConsumer<byte[], byte[]>>> CONSUMERS =
+        new ConcurrentHashMap<>();
+    /* Exactly once: per transactional id (and generation, settings), producers that called initTransactions. */
+    private static final Map<String, ConcurrentLinkedDeque<KafkaProducer<byte[], byte[]>>> TRANSACTIONAL =
         new ConcurrentHashMap<>();
 
     private RangeCopier() {
@@ -152,6 +182,21 @@ public final class RangeCopier {
         final long testFailAfterRecords;
         final int fetchWindow;
         final String deliveryTimeoutMs;
+        /* Exactly once: the offset map's topic, the progress group and a consumer of it on the target. */
+        final boolean exactlyOnce;
+        final String offsetMapTopic;
+        final String progressGroup;
+        final Map<String, Object> progress = new HashMap<>();
+        final String progressKey;
+        /* Changes whenever the driver fences the flow's ids: producers of an older one are fenced. */
+        final String generation;
+        final String transactionTimeoutMs;
+        /* How long one step of a transaction (fencing, the progress, the offsets, the commit) may wait. */
+        final long targetWaitMs;
+        /* Transactional id -> the writer that used it last, as the driver saw it in the rows. */
+        final Map<String, String> writers = new HashMap<>();
+        /* "topic\npartition" -> the partition's last offset-map segment (upstream, downstream, count). */
+        final Map<String, long[]> tails = new HashMap<>();
 
         Plan(JsonNode p) {
             flow = p.get("flow").asText();
@@ -173,6 +218,34 @@ public final class RangeCopier {
             fetchWindow = Math.max(1, p.get("fetch_window").asInt());
             Object timeout = producer.get("delivery.timeout.ms");
             deliveryTimeoutMs = timeout == null ? "120000" : timeout.toString();
+            exactlyOnce = p.path("exactly_once").asBoolean(false);
+            offsetMapTopic = p.path("offset_map_topic").asText("");
+            progressGroup = p.path("progress_group").asText("");
+            p.path("progress_consumer").properties().forEach(e -> progress.put(e.getKey(), e.getValue().asText()));
+            progress.put("key.deserializer", ByteArrayDeserializer.class.getName());
+            progress.put("value.deserializer", ByteArrayDeserializer.class.getName());
+            progressKey = key(flow + "\u0001progress", progress);
+            generation = p.path("generation").asText("");
+            transactionTimeoutMs = p.path("transaction_timeout_ms").asText("300000");
+            targetWaitMs = p.path("target_wait_ms").asLong(120_000);
+            p.path("writers").properties().forEach(e -> writers.put(e.getKey(), e.getValue().asText()));
+            for (JsonNode t : p.path("tails")) {
+                tails.put(t.get(0).asText() + "\n" + t.get(1).asInt(),
+                    new long[] {t.get(2).asLong(), t.get(3).asLong(), t.get(4).asLong()});
+            }
+        }
+
+        /** The producer of one transactional id: the flow's producer settings with the id. */
+        Map<String, Object> transactional(String tid) {
+            Map<String, Object> conf = new HashMap<>(producer);
+            conf.put("transactional.id", tid);
+            conf.put("transaction.timeout.ms", transactionTimeoutMs);
+            return conf;
+        }
+
+        /* Per id, so that borrowing one id's producer never lets another id's idle one go (see borrow). */
+        String transactionalKey(String tid) {
+            return flow + "\u0001" + tid + "\n" + generation + "\n" + new TreeMap<>(transactional(tid));
         }
 
         /* The flow first: a flow's clients of an older configuration are let go (see borrow). */
@@ -217,6 +290,14 @@ public final class RangeCopier {
         long ackedAtMs;
         long deadLettered;
         String refusal;
+        long firstTarget = -1;
+        long lastTarget = -1;
+        List<long[]> segments;
+        /* Who writes this partition: the task's producer, or (exactly once) its transaction group's. */
+        KafkaProducer<byte[], byte[]> producer;
+        /* Exactly once: the partition's transaction; records below floor are on the target already. */
+        Txn txn;
+        long floor = -1;
 
         Part(String topic, int partition, String remote, Integer limit, long start, long until) {
             this.topic = topic;
@@ -250,21 +331,16 @@ public final class RangeCopier {
             }
         }
 
-        ObjectNode row(Plan plan) {
-            ObjectNode row = JSON.createObjectNode();
-            row.put("topic", topic);
-            row.put("partition", partition);
-            row.put("records", records);
-            row.put("bytes", bytes);
-            row.put("first_offset", firstOffset);
-            row.put("last_offset", lastOffset);
-            long firstTarget = -1;
-            long lastTarget = -1;
-            ArrayNode segments = row.putArray("segments");
-            long u0 = -1;
-            long d0 = -1;
-            long n = 0;
+        /** The offset-map segments of what this task wrote, [upstream start, downstream start, count] each,
+         * the first joined to the partition's last segment when it continues it on both sides (the Python
+         * side's extend_tail); computed once. Sets the first and last target offsets. */
+        List<long[]> segments(Plan plan) {
+            if (segments != null) {
+                return segments;
+            }
+            List<long[]> out = new ArrayList<>();
             long previous = -1;
+            long[] run = null;
             for (int k = 0; k < state.length; k++) {
                 if (state[k] != 2) {
                     continue;
@@ -281,19 +357,35 @@ public final class RangeCopier {
                     firstTarget = d;
                 }
                 lastTarget = d;
-                if (n > 0 && u == u0 + n && d == d0 + n) {
-                    n++;
+                if (run != null && u == run[0] + run[2] && d == run[1] + run[2]) {
+                    run[2]++;
                     continue;
                 }
-                if (n > 0) {
-                    segments.addArray().add(u0).add(d0).add(n);
-                }
-                u0 = u;
-                d0 = d;
-                n = 1;
+                run = new long[] {u, d, 1};
+                out.add(run);
             }
-            if (n > 0) {
-                segments.addArray().add(u0).add(d0).add(n);
+            long[] tail = plan.tails.get(topic + "\n" + partition);
+            if (!out.isEmpty() && tail != null) {
+                long[] first = out.get(0);
+                if (tail[0] + tail[2] == first[0] && tail[1] + tail[2] == first[1]) {
+                    out.set(0, new long[] {tail[0], tail[1], tail[2] + first[2]});
+                }
+            }
+            segments = out;
+            return out;
+        }
+
+        ObjectNode row(Plan plan) {
+            ObjectNode row = JSON.createObjectNode();
+            row.put("topic", topic);
+            row.put("partition", partition);
+            row.put("records", records);
+            row.put("bytes", bytes);
+            row.put("first_offset", firstOffset);
+            row.put("last_offset", lastOffset);
+            ArrayNode out = row.putArray("segments");
+            for (long[] seg : segments(plan)) {
+                out.addArray().add(seg[0]).add(seg[1]).add(seg[2]);
             }
             row.put("first_target_offset", firstTarget);
             row.put("last_target_offset", lastTarget);
@@ -305,7 +397,7 @@ public final class RangeCopier {
             row.put("age_sum_ms", records > 0 ? readAtMs * records - tsSum : 0);
             row.put("latency_sum_ms", records > 0 ? ackedAtMs * records - tsSum : 0);
             row.put("error", refusal);
-            row.put("writer", "jvm:" + ManagementFactory.getRuntimeMXBean().getName());
+            row.put("writer", WRITER);
             return row;
         }
     }
@@ -319,6 +411,8 @@ public final class RangeCopier {
         /* A delivery failed for a reason other than the record: the task fails, and sends stop now. */
         private volatile boolean failed;
         private long sent;
+        /* Exactly once: each partition's transactional id (the range's fifth field). */
+        private final Map<TopicPartition, String> tids = new HashMap<>();
 
         Copy(Plan plan, JsonNode group) {
             this.plan = plan;
@@ -328,53 +422,259 @@ public final class RangeCopier {
                 String remote = plan.remotes.get(topic);
                 Part part = new Part(topic, partition, remote, plan.limits.get(remote), r.get(2).asLong(),
                     r.get(3).asLong());
-                parts.put(new TopicPartition(topic, partition), part);
+                TopicPartition tp = new TopicPartition(topic, partition);
+                parts.put(tp, part);
+                if (plan.exactlyOnce) {
+                    tids.put(tp, r.get(4).asText());
+                }
             }
         }
 
         List<Part> run() throws Exception {
+            return plan.exactlyOnce ? runTransactional() : runAtLeastOnce();
+        }
+
+        private List<Part> runAtLeastOnce() throws Exception {
             KafkaProducer<byte[], byte[]> producer = borrow(PRODUCERS, plan.producerKey,
                 () -> new KafkaProducer<>(plan.producer));
+            parts.values().forEach(part -> part.producer = producer);
             KafkaConsumer<byte[], byte[]> consumer = null;
             boolean ok = false;
             try {
-                Map<TopicPartition, Part> active = new LinkedHashMap<>();
-                parts.forEach((tp, part) -> {
-                    if (part.until > part.start) {
-                        active.put(tp, part);
-                    }
-                });
-                if (!active.isEmpty()) {
-                    consumer = borrow(CONSUMERS, plan.consumerKey, () -> new KafkaConsumer<>(plan.consumer));
-                    read(consumer, producer, active);
-                }
-                awaitAcks(producer);
-                long now = System.currentTimeMillis();
-                for (Part part : parts.values()) {
-                    part.ackedAtMs = now;
-                    part.throwIfFailed(plan);
-                }
-                settleRefusals(producer, consumer);
+                consumer = copyAll();
+                settleRefusals(producer, consumer, parts.values());
                 ok = true;
                 return new ArrayList<>(parts.values());
             } finally {
                 giveBack(PRODUCERS, plan.producerKey, producer, ok);
-                if (consumer != null) {
-                    boolean clean = ok;
-                    try {
-                        consumer.unsubscribe();
-                    } catch (RuntimeException e) {
-                        clean = false;  // closed instead of kept; the task's own outcome stands
-                    }
-                    giveBack(CONSUMERS, plan.consumerKey, consumer, clean);
-                }
+                giveBackReader(consumer, ok);
             }
         }
 
-        private void read(KafkaConsumer<byte[], byte[]> consumer, KafkaProducer<byte[], byte[]> producer,
-                          Map<TopicPartition, Part> active) {
+        /** Reads every partition's range (from its floor up) and sends it; returns when every record is
+         * acknowledged or refused, and fails the task on any other delivery failure. Returns the source
+         * consumer it borrowed (null: nothing to read), for refused records to be read again. */
+        private KafkaConsumer<byte[], byte[]> copyAll() throws Exception {
+            Map<TopicPartition, Part> active = new LinkedHashMap<>();
+            parts.forEach((tp, part) -> {
+                if (part.until > part.next) {
+                    active.put(tp, part);
+                }
+            });
+            KafkaConsumer<byte[], byte[]> consumer = null;
+            if (!active.isEmpty()) {
+                consumer = borrow(CONSUMERS, plan.consumerKey, () -> new KafkaConsumer<>(plan.consumer));
+                try {
+                    read(consumer, active);
+                } catch (Exception | Error e) {
+                    giveBackReader(consumer, false);
+                    throw e;
+                }
+            }
+            awaitAcks();
+            long now = System.currentTimeMillis();
+            for (Part part : parts.values()) {
+                part.ackedAtMs = now;
+                part.throwIfFailed(plan);
+            }
+            return consumer;
+        }
+
+        private void giveBackReader(KafkaConsumer<byte[], byte[]> consumer, boolean ok) {
+            if (consumer == null) {
+                return;
+            }
+            boolean clean = ok;
+            try {
+                consumer.unsubscribe();
+            } catch (RuntimeException e) {
+                clean = false;  // closed instead of kept; the task's own outcome stands
+            }
+            giveBack(CONSUMERS, plan.consumerKey, consumer, clean);
+        }
+
+        /** Exactly once: a transaction per transactional id of the task (see the file's comment). */
+        private List<Part> runTransactional() throws Exception {
+            Map<String, Txn> txns = new LinkedHashMap<>();
+            KafkaConsumer<byte[], byte[]> consumer = null;
+            boolean ok = false;
+            try {
+                for (Map.Entry<TopicPartition, Part> e : parts.entrySet()) {
+                    String tid = tids.get(e.getKey());
+                    Txn txn = txns.get(tid);
+                    if (txn == null) {
+                        // initTransactions: fences the id's earlier holders and completes their transaction,
+                        // so the progress read next is final.
+                        txn = new Txn(tid, borrowTransactional(plan, tid));
+                        txns.put(tid, txn);
+                    }
+                    Part part = e.getValue();
+                    txn.parts.add(part);
+                    part.txn = txn;
+                    part.producer = txn.producer;
+                }
+                readFloors();
+                consumer = copyAll();
+                finishAll(txns.values(), consumer);
+                ok = true;
+                return new ArrayList<>(parts.values());
+            } finally {
+                if (ok) {
+                    txns.values().forEach(t -> giveBack(TRANSACTIONAL, plan.transactionalKey(t.tid), t.producer, true));
+                } else {
+                    abandon(txns.values());
+                }
+                giveBackReader(consumer, ok);
+            }
+        }
+
+        /** Every partition's progress committed on the target, in one request: its floor. */
+        private void readFloors() {
+            Map<TopicPartition, Part> byRemote = new LinkedHashMap<>();
+            parts.values().forEach(part -> byRemote.put(new TopicPartition(part.remote, part.partition), part));
+            KafkaConsumer<byte[], byte[]> progress = borrow(CONSUMERS, plan.progressKey,
+                () -> new KafkaConsumer<>(plan.progress));
+            boolean ok = false;
+            Map<TopicPartition, OffsetAndMetadata> committed;
+            try {
+                committed = within(plan, "reading the progress of " + names(byRemote.keySet()) + " (group "
+                    + plan.progressGroup + ")", () -> progress.committed(byRemote.keySet(),
+                    Duration.ofMillis(plan.targetWaitMs)));
+                ok = true;
+            } finally {
+                giveBack(CONSUMERS, plan.progressKey, progress, ok);
+            }
+            byRemote.forEach((tp, part) -> {
+                OffsetAndMetadata at = committed.get(tp);
+                part.floor = at == null ? -1 : at.offset();
+                if (part.floor > part.start) {
+                    part.next = Math.min(part.floor, part.until);
+                    LOG.info("flow={} {} skips offsets {}..{}: already committed on the target (progress={})",
+                        plan.flow, part.where(), part.start, part.next - 1, part.floor);
+                }
+            });
+        }
+
+        /** Each open transaction's refusals, segments, progress and commit; side by side, each on its own
+         * round trips. Every transaction is settled before the first failure is thrown. */
+        private void finishAll(java.util.Collection<Txn> txns, KafkaConsumer<byte[], byte[]> consumer)
+                throws Exception {
+            List<Txn> open = txns.stream().filter(t -> t.open).toList();
+            if (open.size() == 1) {
+                finish(open.get(0), consumer);
+                return;
+            }
+            if (open.isEmpty()) {
+                return;
+            }
+            ExecutorService pool = Executors.newFixedThreadPool(Math.min(open.size(), MAX_COMMIT_THREADS));
+            try {
+                List<Future<?>> futures = new ArrayList<>();
+                for (Txn t : open) {
+                    futures.add(pool.submit(() -> {
+                        finish(t, consumer);
+                        return null;
+                    }));
+                }
+                Exception first = null;
+                for (Future<?> f : futures) {
+                    try {
+                        f.get();
+                    } catch (java.util.concurrent.ExecutionException e) {
+                        Exception cause = e.getCause() instanceof Exception c ? c : e;
+                        if (first == null) {
+                            first = cause;
+                        } else {
+                            LOG.error("flow={} {}", plan.flow, cause.getMessage());
+                        }
+                    }
+                }
+                if (first != null) {
+                    throw first;
+                }
+            } finally {
+                pool.shutdownNow();
+            }
+        }
+
+        private void finish(Txn t, KafkaConsumer<byte[], byte[]> consumer) throws Exception {
+            if (settleRefusals(t.producer, consumer, t.parts)) {
+                t.producer.abortTransaction();  // the driver stops the flow; nothing of the group commits
+                t.open = false;
+                return;
+            }
+            long now = System.currentTimeMillis();
+            Map<TopicPartition, OffsetAndMetadata> positions = new LinkedHashMap<>();
+            for (Part part : t.parts) {
+                if (part.firstOffset < 0) {
+                    continue;  // nothing written: its progress stays
+                }
+                if (!plan.offsetMapTopic.isEmpty()) {
+                    for (long[] seg : part.segments(plan)) {
+                        // The offset map has one partition (the lease's member owns it).
+                        t.producer.send(new ProducerRecord<>(plan.offsetMapTopic, 0,
+                            segmentKey(part.topic, part.partition, seg[0]), segmentValue(seg, now)));
+                    }
+                }
+                positions.put(new TopicPartition(part.remote, part.partition),
+                    new OffsetAndMetadata(part.lastOffset + 1));
+            }
+            String where = "flow=" + plan.flow + " " + ranges(t.parts);
+            ConsumerGroupMetadata group = new ConsumerGroupMetadata(plan.progressGroup);
+            try {
+                within(plan, where + ": sendOffsetsToTransaction(" + t.tid + ", " + positions.size() + " partitions)",
+                    () -> {
+                        t.producer.sendOffsetsToTransaction(positions, group);
+                        return null;
+                    });
+                within(plan, where + ": commitTransaction(" + t.tid + ")", () -> {
+                    t.producer.commitTransaction();
+                    return null;
+                });
+            } catch (ProducerFencedException | InvalidProducerEpochException e) {
+                throw new IllegalStateException(where + ": transaction of " + t.tid + " not committed ("
+                    + e.getClass().getSimpleName() + ": " + e.getMessage()
+                    + "); another writer of these partitions took over", e);
+            } catch (KafkaException e) {
+                throw new IllegalStateException(where + ": transaction of " + t.tid + " not committed ("
+                    + e.getClass().getSimpleName() + ": " + e.getMessage() + "); the ranges will be replayed", e);
+            }
+            t.open = false;
+        }
+
+        /** After a failure: abort what is open (all aborts within ABORT_MS), close every producer of the
+         * task; the next attempt makes new ones, whose initTransactions fences anything left. */
+        private void abandon(java.util.Collection<Txn> txns) {
+            List<Txn> open = txns.stream().filter(t -> t.open).toList();
+            if (!open.isEmpty()) {
+                ExecutorService pool = Executors.newSingleThreadExecutor();
+                try {
+                    Future<?> aborts = pool.submit(() -> {
+                        for (Txn t : open) {
+                            try {
+                                t.producer.abortTransaction();
+                            } catch (RuntimeException e) {
+                                LOG.debug("flow={}: abort of {} failed: {}", plan.flow, t.tid, e.toString());
+                            }
+                        }
+                    });
+                    aborts.get(ABORT_MS, TimeUnit.MILLISECONDS);
+                } catch (Exception e) {
+                    LOG.warn("flow={}: the failed task's transactions were not all aborted ({}); the next "
+                        + "attempt fences them", plan.flow, e.toString());
+                } finally {
+                    pool.shutdownNow();
+                }
+            }
+            for (Txn t : txns) {
+                t.open = false;
+                giveBack(TRANSACTIONAL, plan.transactionalKey(t.tid), t.producer, false);
+            }
+        }
+
+        private void read(KafkaConsumer<byte[], byte[]> consumer, Map<TopicPartition, Part> active) {
             consumer.assign(active.keySet());
-            active.forEach((tp, part) -> consumer.seek(tp, part.start));
+            active.forEach((tp, part) -> consumer.seek(tp, part.next));
             // The Java consumer keeps up to max.partition.fetch.bytes of fetched records for every partition
             // it may fetch, however many: at 500 partitions a task that is 500 MiB, and two tasks ran out of
             // the driver's 1 GiB heap. So at most fetchWindow partitions are fetched at a time, the others
@@ -404,7 +704,7 @@ public final class RangeCopier {
                             continue;
                         }
                         part.next = offset + 1;
-                        write(producer, part, r, now);
+                        write(part, r, now);
                     }
                 }
                 List<TopicPartition> done = new ArrayList<>();
@@ -432,7 +732,7 @@ public final class RangeCopier {
                     throw new IllegalStateException("flow=" + plan.flow + ": no record from the source for "
                         + plan.stallTimeoutMs / 1000 + "s:" + where + "; the batch will be replayed");
                 }
-                testHook(producer);
+                testHook();
                 failFast();
             }
         }
@@ -454,10 +754,14 @@ public final class RangeCopier {
             consumer.resume(next);
         }
 
-        private void write(KafkaProducer<byte[], byte[]> producer, Part part, ConsumerRecord<byte[], byte[]> r,
-                           long now) {
+        private void write(Part part, ConsumerRecord<byte[], byte[]> r, long now) {
             if (failed) {
                 failFast();  // each send to a target that stays away could wait up to max.block.ms
+            }
+            Txn txn = part.txn;
+            if (txn != null && !txn.open) {
+                txn.producer.beginTransaction();
+                txn.open = true;
             }
             long offset = r.offset();
             if (part.firstOffset < 0) {
@@ -483,7 +787,7 @@ public final class RangeCopier {
             part.state[k] = 1;
             pending.incrementAndGet();
             sent++;
-            producer.send(new ProducerRecord<>(part.remote, part.partition, ts > 0 ? ts : null, key, value,
+            part.producer.send(new ProducerRecord<>(part.remote, part.partition, ts > 0 ? ts : null, key, value,
                 r.headers()), new Ack(part, k));
         }
 
@@ -527,7 +831,7 @@ public final class RangeCopier {
             }
         }
 
-        private void awaitAcks(KafkaProducer<byte[], byte[]> producer) throws InterruptedException {
+        private void awaitAcks() throws InterruptedException {
             long started = System.currentTimeMillis();
             long deadline = started + plan.flushTimeoutMs;
             long nextWarning = started + WARN_EVERY_MS;
@@ -549,20 +853,27 @@ public final class RangeCopier {
             }
         }
 
-        private void settleRefusals(KafkaProducer<byte[], byte[]> producer, KafkaConsumer<byte[], byte[]> consumer)
-                throws Exception {
+        /** Records the target refused for good among {@code group}'s: dead-lettered (errors.tolerance=all),
+         * or the first becomes its partition's refusal and this returns true (the driver stops the flow). */
+        private boolean settleRefusals(KafkaProducer<byte[], byte[]> producer, KafkaConsumer<byte[], byte[]> consumer,
+                                       java.util.Collection<Part> group) throws Exception {
             List<Object[]> all = new ArrayList<>();
-            for (Part part : parts.values()) {
+            boolean byBroker = false;
+            for (Part part : group) {
                 List<Refused> refused = new ArrayList<>(part.refused);
                 refused.sort((a, b) -> Long.compare(a.offset(), b.offset()));
                 for (Refused f : refused) {
                     all.add(new Object[] {part, f});
+                    byBroker |= f.record() == null;  // refused by a broker, not by the size check here
                 }
             }
             if (all.isEmpty()) {
-                return;
+                return false;
             }
-            if (!plan.tolerateAll) {
+            // In a transaction, a send the broker refused leaves the transaction abortable: nothing sent in
+            // it, a dead-lettered record neither, can commit.
+            boolean inTransaction = plan.exactlyOnce && byBroker;
+            if (!plan.tolerateAll || inTransaction) {
                 // Name the record the target refused, not one refused only for sharing its batch.
                 Object[] first = all.stream().filter(item -> !((Refused) item[1]).batchMate()).findFirst()
                     .orElse(all.get(0));
@@ -570,12 +881,15 @@ public final class RangeCopier {
                 Refused f = (Refused) first[1];
                 String hint = f.reason().contains("AUTHORIZATION_FAILED")
                     ? "check the principal's ACLs on the target"
+                    : inTransaction && plan.tolerateAll
+                    ? "a record refused inside a transaction aborts it, so exactly-once cannot dead-letter it; "
+                        + "raise the target's max.message.bytes / the producer's max.request.size"
                     : "raise the target's max.message.bytes / the producer's max.request.size, "
                         + "or set errors.tolerance=all to send such records to the dead-letter topic";
                 part.refusal = "flow=" + plan.flow + " " + part.where() + " offset=" + f.offset()
                     + ": the target refused the record for " + part.remote + "[" + part.partition + "] ("
                     + f.reason() + "); " + hint;
-                return;
+                return true;
             }
             List<java.util.concurrent.Future<RecordMetadata>> sends = new ArrayList<>();
             for (Object[] item : all) {
@@ -612,11 +926,19 @@ public final class RangeCopier {
                         + plan.deadLetterTopic + ": " + e.getCause().getMessage(), e.getCause());
                 }
             }
+            return false;
         }
 
         /** The source record at {@code offset} of {@code part}, read again (to dead-letter it). */
         private ConsumerRecord<byte[], byte[]> readAgain(KafkaConsumer<byte[], byte[]> consumer, Part part,
                                                          long offset) {
+            synchronized (consumer) {  // exactly once finishes transactions side by side
+                return readAgainAlone(consumer, part, offset);
+            }
+        }
+
+        private ConsumerRecord<byte[], byte[]> readAgainAlone(KafkaConsumer<byte[], byte[]> consumer, Part part,
+                                                              long offset) {
             TopicPartition tp = new TopicPartition(part.topic, part.partition);
             consumer.assign(List.of(tp));
             consumer.resume(List.of(tp));  // paused when its range was read
@@ -641,16 +963,110 @@ public final class RangeCopier {
         }
 
         /** TEST HOOK: the first attempt of a task fails once it has sent enough records. */
-        private void testHook(KafkaProducer<byte[], byte[]> producer) {
+        private void testHook() {
             if (plan.testFailAfterRecords <= 0 || sent < plan.testFailAfterRecords) {
                 return;
             }
             TaskContext ctx = TaskContext.get();
             if (ctx != null && ctx.attemptNumber() == 0) {
-                producer.flush();
+                parts.values().stream().map(part -> part.producer).distinct().forEach(KafkaProducer::flush);
                 throw new IllegalStateException("injected task failure after " + sent + " records (test hook)");
             }
         }
+    }
+
+    /** Exactly once: one transactional id's producer, and the task's partitions it writes. */
+    static final class Txn {
+        final String tid;
+        final KafkaProducer<byte[], byte[]> producer;
+        final List<Part> parts = new ArrayList<>();
+        /* beginTransaction was called and neither commit nor abort since. */
+        volatile boolean open;
+
+        Txn(String tid, KafkaProducer<byte[], byte[]> producer) {
+            this.tid = tid;
+            this.producer = producer;
+        }
+    }
+
+    /** The producer of {@code tid}, after its initTransactions: kept from an earlier task of this JVM, or
+     * new. If the driver says another writer used the id last, that writer's initTransactions fenced the
+     * ones kept here: they are closed, not tried. */
+    static KafkaProducer<byte[], byte[]> borrowTransactional(Plan plan, String tid) {
+        String key = plan.transactionalKey(tid);
+        String last = plan.writers.get(tid);
+        if (last != null && !last.equals(WRITER)) {
+            ConcurrentLinkedDeque<KafkaProducer<byte[], byte[]>> kept = TRANSACTIONAL.get(key);
+            KafkaProducer<byte[], byte[]> fenced;
+            while (kept != null && (fenced = kept.pollFirst()) != null) {
+                giveBack(TRANSACTIONAL, key, fenced, false);
+            }
+        }
+        return borrow(TRANSACTIONAL, key, () -> {
+            KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(plan.transactional(tid));
+            try {
+                within(plan, "initTransactions(" + tid + ")", () -> {
+                    producer.initTransactions();
+                    return null;
+                });
+            } catch (RuntimeException e) {
+                producer.close(Duration.ZERO);
+                throw e;
+            }
+            return producer;
+        });
+    }
+
+    interface Step<T> {
+        T run();
+    }
+
+    /** {@code step}, again after each timeout (Kafka's producer and consumer allow that for these calls)
+     * until the plan's target wait is over; then the task fails saying what it waited for. */
+    static <T> T within(Plan plan, String what, Step<T> step) {
+        long started = System.currentTimeMillis();
+        while (true) {
+            try {
+                return step.run();
+            } catch (TimeoutException e) {
+                long waited = System.currentTimeMillis() - started;
+                if (waited >= plan.targetWaitMs) {
+                    throw new IllegalStateException("flow=" + plan.flow + " " + what + ": no answer from the target "
+                        + "within " + waited / 1000 + "s (" + e.getMessage() + "); the batch will be replayed", e);
+                }
+                LOG.warn("flow={} {}: still waiting for the target after {}s ({})", plan.flow, what, waited / 1000,
+                    e.getMessage());
+            }
+        }
+    }
+
+    /** ``topic[p] offsets a..b`` of a transaction's partitions, the first five of them. */
+    static String ranges(List<Part> parts) {
+        StringBuilder out = new StringBuilder();
+        List<Part> written = parts.stream().filter(p -> p.firstOffset >= 0).toList();
+        for (Part p : written.subList(0, Math.min(5, written.size()))) {
+            out.append(out.length() > 0 ? ", " : "").append(p.where()).append(" offsets ").append(p.firstOffset)
+                .append("..").append(p.lastOffset);
+        }
+        return written.size() > 5 ? out + " and " + (written.size() - 5) + " more partitions" : out.toString();
+    }
+
+    static String names(Set<TopicPartition> tps) {
+        List<String> out = tps.stream().limit(5).map(tp -> tp.topic() + "[" + tp.partition() + "]").toList();
+        return String.join(", ", out) + (tps.size() > 5 ? " …" : "");
+    }
+
+    /** An offset-map segment's key: version 0, topic, partition, upstream start (core/formats.py). */
+    static byte[] segmentKey(String topic, int partition, long upstreamStart) {
+        byte[] name = bytes(topic);
+        return ByteBuffer.allocate(2 + 2 + name.length + 4 + 8).putShort((short) 0).putShort((short) name.length)
+            .put(name).putInt(partition).putLong(upstreamStart).array();
+    }
+
+    /** An offset-map segment's value: version 0, upstream start, downstream start, count, written at (ms). */
+    static byte[] segmentValue(long[] segment, long writtenAtMs) {
+        return ByteBuffer.allocate(2 + 4 * 8).putShort((short) 0).putLong(segment[0]).putLong(segment[1])
+            .putLong(segment[2]).putLong(writtenAtMs).array();
     }
 
     static int size(byte[] key, byte[] value, Iterable<Header> headers) {
@@ -747,7 +1163,8 @@ public final class RangeCopier {
 
     /** Closes every kept client (tests, and a stopping run). */
     public static void closeAll() {
-        for (Map<String, ? extends ConcurrentLinkedDeque<? extends AutoCloseable>> pool : List.of(PRODUCERS, CONSUMERS)) {
+        for (Map<String, ? extends ConcurrentLinkedDeque<? extends AutoCloseable>> pool : List.of(PRODUCERS, CONSUMERS,
+                TRANSACTIONAL)) {
             for (ConcurrentLinkedDeque<? extends AutoCloseable> clients : pool.values()) {
                 AutoCloseable c;
                 while ((c = clients.pollFirst()) != null) {

@@ -85,6 +85,17 @@ def check_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
 # -- formatting -----------------------------------------------------------------
 
 
+def _writer_text(settings: dict[str, Any]) -> str:
+    """Which writer sparkmirror's runs used, when not the default (exactly-once wrote from Python
+    before the JVM writer had transactions: results without ``exactly_once_writer``)."""
+    writer = settings.get("writer", "python")
+    if writer == "python":
+        return ""
+    if settings.get("exactly_once_writer", "python") == writer:
+        return f", `sparkmirror.writer = {writer}` (both modes)"
+    return f", at-least-once writer `sparkmirror.writer = {writer}` (exactly-once from Python)"
+
+
 def _num(value: Any, digits: int = 0) -> str:
     if value is None:
         return "–"
@@ -319,11 +330,7 @@ def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
         f"consumer and producer; JVM `{' '.join(s['jvm']['limit'])}`.",
         "- sparkmirror: `sparkmirror run` with its defaults (Spark `local[*]`)"
         + (f", extra: `{'`, `'.join(s['sparkmirror_props'])}`" if s["sparkmirror_props"] else "")
-        + (
-            f", at-least-once writer `sparkmirror.writer = {s['writer']}`"
-            if s.get("writer", "python") != "python"
-            else ""
-        )
+        + _writer_text(s)
         + "; `--once` for the throughput phase.",
         f"- Latency phase: {s['rate']:,} records/s offered for {s['latency_seconds']} s by a paced producer after "
         f"{s['warmup_seconds']} s of warm-up the system had to mirror first.",
@@ -637,11 +644,7 @@ def render_scale(
             else ""
         )  # fmt: skip
         + f". MM2 `tasks.max={st['tasks_max']}`, limit loop {st['limit_threads']} copy threads"
-        + (
-            f", sparkmirror at-least-once with `sparkmirror.writer = {st['writer']}`"
-            if st.get("writer", "python") != "python"
-            else ""
-        )
+        + _writer_text(st)
         + ". How the scale "
         "scenario measures: [bench/README.md](bench/README.md).",
         "",

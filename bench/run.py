@@ -99,6 +99,9 @@ class Settings:
     sparkmirror_debug: bool = False
     scenario: str = "default"
     writer: str = "python"
+    #: The writer of the exactly-once runs (``--writer`` sets both since the JVM writer has transactions;
+    #: results from before say nothing and wrote exactly-once from Python).
+    exactly_once_writer: str = "python"
     scale_topics: int = 200
     scale_partitions: int = 5
     scale_hot: int = 4
@@ -145,7 +148,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         "--writer",
         choices=("python", "jvm"),
         default="python",
-        help="sparkmirror's at-least-once writer (sparkmirror.writer)",
+        help="sparkmirror's writer, at least once and exactly once (sparkmirror.writer)",
     )
     ap.add_argument("--systems", default="limit,mm2,sparkmirror_at_least_once,sparkmirror_exactly_once")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (configs, logs) after the run")
@@ -202,6 +205,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         sparkmirror_debug=a.sparkmirror_debug,
         scenario=a.scenario,
         writer=a.writer,
+        exactly_once_writer=a.writer,
         scale_topics=a.scale_topics,
         scale_partitions=a.scale_partitions,
         scale_hot=a.scale_hot,

@@ -3,7 +3,8 @@
 Source records are produced partly inside transactions, some of which abort.
 The `sparkmirror run` process is SIGKILLed five times at random moments and
 restarted; a task fails mid-transaction; the Spark checkpoint is deleted
-between runs. Afterwards a read_committed consumer on B sees every committed
+between runs. Both writers (``sparkmirror.writer``: Python, and the JVM's
+Java producer transactions). Afterwards a read_committed consumer on B sees every committed
 source record exactly once, in source order per partition, and no aborted one.
 """
 
@@ -103,7 +104,8 @@ def _assert_exactly_once(bootstraps: dict[str, str], topic: str, committed: dict
         assert got == source, f"A.{topic}[{p}]: order differs or aborted records leaked"
 
 
-def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", ["python", "jvm"])
+def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path, writer: str) -> None:
     topic = unique("eos")
     create_topics(bootstraps["A"], {topic: PARTITIONS})
     cfg = write_config(
@@ -111,7 +113,7 @@ def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path) ->
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=tmp_path / "checkpoints",
-        extra=f"A->B.topics = {topic}\n{EOS}",
+        extra=f"A->B.topics = {topic}\n{EOS}sparkmirror.writer = {writer}\n",
     )
     committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     errors: list[object] = []

@@ -32,8 +32,14 @@ def _setup(bootstraps: dict[str, str], prefix: str) -> tuple[str, list[Rec]]:
     return topic, records
 
 
+def _writer_lines(writer: str) -> str:
+    """``python``, ``jvm``, or ``jvm exactly-once``: the config lines of that writer."""
+    name, _, mode = writer.partition(" ")
+    return f"sparkmirror.writer = {name}\n" + ("exactly.once.source.support = enabled\n" if mode else "")
+
+
 def _dead_letter_config(bootstraps, tmp_path: Path, checkpoints: Path, topics: str, dlq: str, writer: str) -> Path:
-    """A flow of ``topics`` with ``errors.tolerance = all`` into ``dlq``, written by ``writer``."""
+    """A flow of ``topics`` with ``errors.tolerance = all`` into ``dlq``, written by ``writer`` (`_writer_lines`)."""
     return write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
@@ -41,15 +47,18 @@ def _dead_letter_config(bootstraps, tmp_path: Path, checkpoints: Path, topics: s
         checkpoints=checkpoints,
         extra=(
             f"A->B.topics = {topics}\nsync.topic.configs.enabled = false\n"
-            f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {dlq}\nsparkmirror.writer = {writer}\n"
+            f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {dlq}\n{_writer_lines(writer)}"
         ),
     )
 
 
 WRITERS = pytest.mark.parametrize("writer", ["python", "jvm"])
+#: The JVM writer exactly once too: a record refused by the size check, before sending, is settled
+#: inside the group's transaction.
+WRITERS_AND_JVM_EXACTLY_ONCE = pytest.mark.parametrize("writer", ["python", "jvm", "jvm exactly-once"])
 
 
-@WRITERS
+@WRITERS_AND_JVM_EXACTLY_ONCE
 def test_record_too_large_stops_the_flow_naming_topic_partition_offset(
     bootstraps, spark, tmp_path: Path, checkpoints, writer: str
 ) -> None:
@@ -60,7 +69,7 @@ def test_record_too_large_stops_the_flow_naming_topic_partition_offset(
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=checkpoints,
-        extra=f"A->B.topics = {prefix}\\..*\nsync.topic.configs.enabled = false\nsparkmirror.writer = {writer}\n",
+        extra=f"A->B.topics = {prefix}\\..*\nsync.topic.configs.enabled = false\n{_writer_lines(writer)}",
     )
     with pytest.raises(FlowFailed) as err:
         Mirror(load_config(cfg), once=True).run()
@@ -68,9 +77,12 @@ def test_record_too_large_stops_the_flow_naming_topic_partition_offset(
     assert f"{topic}[0] offset=3" in text
     assert "max.message.bytes" in text
     assert "errors.tolerance=all" in text
+    if writer.endswith("exactly-once"):
+        # The group's transaction aborted: nothing of it reaches read_committed readers.
+        assert read_partition(bootstraps["B"], f"A.{topic}", 0) == []
 
 
-@WRITERS
+@WRITERS_AND_JVM_EXACTLY_ONCE
 def test_errors_tolerance_all_sends_the_record_to_the_dead_letter_topic(
     bootstraps, spark, tmp_path: Path, checkpoints, writer: str
 ) -> None:
@@ -82,7 +94,8 @@ def test_errors_tolerance_all_sends_the_record_to_the_dead_letter_topic(
     assert runners[0].progress.dead_lettered == 1
     mirrored = [r.value for r in read_partition(bootstraps["B"], f"A.{topic}", 0)]
     assert mirrored == [r.value for r in records if len(r.value or b"") < 5000]
-    assert end_offsets(bootstraps["B"], dlq) == {0: 1}
+    if not writer.endswith("exactly-once"):  # exactly-once: a commit marker follows the record
+        assert end_offsets(bootstraps["B"], dlq) == {0: 1}
     (dead,) = read_partition(bootstraps["B"], dlq, 0)
     headers = dict(dead.headers)
     assert dead.key == b"k3"
@@ -134,3 +147,27 @@ def test_a_record_the_broker_refuses_is_dead_lettered_whole(
         assert headers["h"] == b"1"
     assert headers["__connect.errors.remote.topic"] == f"A.{topic}".encode()
     assert b"INVALID_RECORD" in headers["__connect.errors.exception.message"]
+
+
+def test_exactly_once_jvm_writer_stops_on_a_record_the_broker_refuses_naming_it(
+    bootstraps, spark, tmp_path: Path, checkpoints
+) -> None:
+    """Inside a transaction the broker's refusal makes the transaction abortable, so the record cannot be
+    dead-lettered there: the transaction aborts (nothing of it reaches read_committed readers) and the
+    flow stops naming the record, also with errors.tolerance=all (docs/faults.md)."""
+    prefix = unique("invalid-eos")
+    topic = f"{prefix}.keys"
+    create_topics(bootstraps["A"], {topic: 1})
+    create_topics(bootstraps["B"], {f"A.{topic}": 1}, config={"cleanup.policy": "compact"})
+    ts = int(time.time() * 1000)
+    records = [Rec((None if i == 2 else f"k{i}".encode()), f"v{i}".encode(), (), ts) for i in range(5)]
+    produce(bootstraps["A"], topic, 0, records)
+    dlq = f"{prefix}.dlq"
+    cfg = _dead_letter_config(bootstraps, tmp_path, checkpoints, f"{prefix}\\.keys", dlq, "jvm exactly-once")
+    with pytest.raises(FlowFailed) as err:
+        Mirror(load_config(cfg), once=True).run()
+    text = str(err.value)
+    assert f"{topic}[0] offset=2" in text
+    assert "INVALID_RECORD" in text
+    assert "exactly-once cannot dead-letter it" in text
+    assert read_partition(bootstraps["B"], f"A.{topic}", 0) == []

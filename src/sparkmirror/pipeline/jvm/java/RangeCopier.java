@@ -119,6 +119,14 @@ public final class RangeCopier {
     /* Exactly once: per transactional id (and generation, settings), producers that called initTransactions. */
     private static final Map<String, ConcurrentLinkedDeque<KafkaProducer<byte[], byte[]>>> TRANSACTIONAL =
         new ConcurrentHashMap<>();
+    /* Exactly once: per kept transactional producer, the progress it committed itself (remote partition ->
+     * next source offset). While the producer can still commit, nobody else has called initTransactions
+     * with its id since that commit, so nobody else committed progress for those partitions: this is what
+     * the target holds, without asking it (and waiting for the commit's markers, which read_committed
+     * offsets do: seconds at 1,000 partitions). A producer that was fenced since cannot commit the
+     * transaction that relied on it. Dropped with the producer. */
+    private static final Map<KafkaProducer<byte[], byte[]>, Map<TopicPartition, Long>> COMMITTED =
+        new ConcurrentHashMap<>();
 
     private RangeCopier() {
     }
@@ -528,25 +536,40 @@ public final class RangeCopier {
             }
         }
 
-        /** Every partition's progress committed on the target, in one request: its floor. */
+        /** Every partition's progress on the target: its floor. What the partition's producer committed
+         * itself is known (COMMITTED); the rest is read in one request. */
         private void readFloors() {
             Map<TopicPartition, Part> byRemote = new LinkedHashMap<>();
-            parts.values().forEach(part -> byRemote.put(new TopicPartition(part.remote, part.partition), part));
-            KafkaConsumer<byte[], byte[]> progress = borrow(CONSUMERS, plan.progressKey,
-                () -> new KafkaConsumer<>(plan.progress));
-            boolean ok = false;
-            Map<TopicPartition, OffsetAndMetadata> committed;
-            try {
-                committed = within(plan, "reading the progress of " + names(byRemote.keySet()) + " (group "
-                    + plan.progressGroup + ")", () -> progress.committed(byRemote.keySet(),
-                    Duration.ofMillis(plan.targetWaitMs)));
-                ok = true;
-            } finally {
-                giveBack(CONSUMERS, plan.progressKey, progress, ok);
+            Map<TopicPartition, Long> floors = new HashMap<>();
+            for (Part part : parts.values()) {
+                TopicPartition tp = new TopicPartition(part.remote, part.partition);
+                byRemote.put(tp, part);
+                Long known = COMMITTED.getOrDefault(part.producer, Map.of()).get(tp);
+                if (known != null) {
+                    floors.put(tp, known);
+                }
+            }
+            Set<TopicPartition> ask = new HashSet<>(byRemote.keySet());
+            ask.removeAll(floors.keySet());
+            if (!ask.isEmpty()) {
+                KafkaConsumer<byte[], byte[]> progress = borrow(CONSUMERS, plan.progressKey,
+                    () -> new KafkaConsumer<>(plan.progress));
+                boolean ok = false;
+                try {
+                    Map<TopicPartition, OffsetAndMetadata> committed = within(plan, "reading the progress of "
+                        + names(ask) + " (group " + plan.progressGroup + ")",
+                        () -> progress.committed(ask, Duration.ofMillis(plan.targetWaitMs)));
+                    ask.forEach(tp -> {
+                        OffsetAndMetadata at = committed.get(tp);
+                        floors.put(tp, at == null ? -1L : at.offset());
+                    });
+                    ok = true;
+                } finally {
+                    giveBack(CONSUMERS, plan.progressKey, progress, ok);
+                }
             }
             byRemote.forEach((tp, part) -> {
-                OffsetAndMetadata at = committed.get(tp);
-                part.floor = at == null ? -1 : at.offset();
+                part.floor = floors.get(tp);
                 if (part.floor > part.start) {
                     part.next = Math.min(part.floor, part.until);
                     LOG.info("flow={} {} skips offsets {}..{}: already committed on the target (progress={})",
@@ -631,6 +654,8 @@ public final class RangeCopier {
                     t.producer.commitTransaction();
                     return null;
                 });
+                Map<TopicPartition, Long> known = COMMITTED.computeIfAbsent(t.producer, k -> new ConcurrentHashMap<>());
+                positions.forEach((tp, at) -> known.put(tp, at.offset()));
             } catch (ProducerFencedException | InvalidProducerEpochException e) {
                 throw new IllegalStateException(where + ": transaction of " + t.tid + " not committed ("
                     + e.getClass().getSimpleName() + ": " + e.getMessage()
@@ -1146,6 +1171,7 @@ public final class RangeCopier {
             pool.get(key).addFirst(client);
             return;
         }
+        COMMITTED.remove(client);
         try {
             // After a failure a replay starts with new clients; records still in flight are failed now
             // rather than waited for (the task has failed already).
@@ -1176,5 +1202,6 @@ public final class RangeCopier {
                 }
             }
         }
+        COMMITTED.clear();
     }
 }

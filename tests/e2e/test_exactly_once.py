@@ -169,6 +169,8 @@ def test_task_failure_mid_transaction_and_deleted_checkpoint_leave_no_duplicate(
     result = run_cli("run", str(cfg), "--once", env={"SPARKMIRROR_TEST_FAIL_AFTER_RECORDS": "300"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "injected task failure" in result.stderr
+    if writer == "jvm":  # the failed tasks were the JVM writer's (Spark logs their stack)
+        assert "sparkmirror.jvm.RangeCopier" in result.stderr
     _assert_exactly_once(bootstraps, topic, committed)
 
     # More data, and the Spark checkpoint is lost: the target's progress rules.

@@ -151,6 +151,35 @@ def test_jvm_writer_exactly_once_writes_once_with_its_progress_and_offset_map(
             assert t.downstream_offset == u + shift + 1, f"{topic}[{p}] offset {u}: {t}"
 
 
+def test_jvm_writer_exactly_once_retry_after_its_commit_skips_what_the_target_holds(
+    bootstraps, spark, tmp_path: Path, checkpoints, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every task's first attempt fails right after its transactions committed (test hook): Spark's retry
+    makes new producers, reads the progress on the target as each partition's floor and writes nothing
+    again. Without the floor every record would be on B twice."""
+    monkeypatch.setenv("SPARKMIRROR_TEST_FAIL_AFTER_COMMIT", "1")
+    topic = unique("jvmw-floor")
+    create_topics(bootstraps["A"], {topic: 3})
+    create_topics(bootstraps["B"], {f"A.{topic}": 3})
+    sent = {p: _records(p, 100 + 10 * p) for p in range(3)}
+    for p, recs in sent.items():
+        produce(bootstraps["A"], topic, p, recs)
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
+        extra=f"A->B.topics = {topic}\nsparkmirror.writer = jvm\nsync.topic.configs.enabled = false\n"
+        "exactly.once.source.support = enabled\n",
+    )
+    copier = spark.sparkContext._jvm.sparkmirror.jvm.RangeCopier
+    failed_before = copier.testHookFailuresAfterCommit()
+    Mirror(load_config(cfg), once=True).run()
+    assert copier.testHookFailuresAfterCommit() > failed_before  # tasks did fail after their commit
+    for p, recs in sent.items():
+        assert read_partition(bootstraps["B"], f"A.{topic}", p) == recs, f"A.{topic}[{p}]: duplicates or loss"
+
+
 def test_jvm_writer_copies_a_record_above_a_mebibyte_where_the_topic_allows_it(
     bootstraps, spark, tmp_path: Path, checkpoints
 ) -> None:

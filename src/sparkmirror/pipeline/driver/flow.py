@@ -99,6 +99,7 @@ def write_plan(clients: FlowClients) -> WritePlan:
         source_consumer_config=clients.source_consumer if flow.spark.source_reader == "direct" else {},
         transaction_timeout_ms=flow.spark.transaction_timeout_ms,
         test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),
+        test_fail_after_commit=os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_COMMIT", "") == "1",
         writer=flow.spark.writer,
         java_producer_config=java_producer_config(flow.target_producer_props(reveal_secrets=True), flow.name)
         if jvm

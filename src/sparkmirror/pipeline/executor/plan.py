@@ -91,6 +91,9 @@ class WritePlan:
     #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_RECORDS): the first attempt of
     #: every task fails after handing this many records to its producers.
     test_fail_after_records: int = 0
+    #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_COMMIT; the JVM writer exactly once): the
+    #: first attempt of every task fails right after its transactions committed.
+    test_fail_after_commit: bool = False
 
     def remote_topic(self, topic: str) -> str:
         return self.policy.format_remote_topic(self.source_alias, topic)

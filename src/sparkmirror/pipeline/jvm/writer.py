@@ -87,6 +87,7 @@ def plan_json(plan: WritePlan, ranges: list[SourceRange]) -> str:
             "flush_timeout_ms": int(plan.flush_timeout_s * 1000),
             "stall_timeout_ms": int(STALL_TIMEOUT_S * 1000),
             "test_fail_after_records": plan.test_fail_after_records,
+            "test_fail_after_commit": plan.test_fail_after_commit,
             "fetch_window": FETCH_WINDOW,
             "tails": tails,
             "exactly_once": plan.exactly_once,

@@ -188,6 +188,7 @@ public final class RangeCopier {
         final long flushTimeoutMs;
         final long stallTimeoutMs;
         final long testFailAfterRecords;
+        final boolean testFailAfterCommit;
         final int fetchWindow;
         final String deliveryTimeoutMs;
         /* Exactly once: the offset map's topic, the progress group and a consumer of it on the target. */
@@ -223,6 +224,7 @@ public final class RangeCopier {
             flushTimeoutMs = p.get("flush_timeout_ms").asLong();
             stallTimeoutMs = p.get("stall_timeout_ms").asLong();
             testFailAfterRecords = p.get("test_fail_after_records").asLong();
+            testFailAfterCommit = p.path("test_fail_after_commit").asBoolean(false);
             fetchWindow = Math.max(1, p.get("fetch_window").asInt());
             Object timeout = producer.get("delivery.timeout.ms");
             deliveryTimeoutMs = timeout == null ? "120000" : timeout.toString();
@@ -265,8 +267,15 @@ public final class RangeCopier {
     /** A record the target refused for good: its source offset, the record (null: read it again), why, and
      * whether it was refused only for being in a batch with an invalid record (KIP-467: the broker names the
      * invalid records, the Java producer fails their batch-mates with a plain KafkaException). */
-    record Refused(long offset, ConsumerRecord<byte[], byte[]> record, String reason, boolean batchMate) {
+    record Refused(long offset, ConsumerRecord<byte[], byte[]> record, String reason, boolean batchMate, long seq) {
+        Refused(long offset, ConsumerRecord<byte[], byte[]> record, String reason, boolean batchMate) {
+            this(offset, record, reason, batchMate, REFUSALS.incrementAndGet());
+        }
     }
+
+    /* The order refusals arrive in: inside a transaction the first refusal makes it abortable, and the Java
+     * producer then fails the batches it had not sent with the same error, innocent records included. */
+    private static final AtomicLong REFUSALS = new AtomicLong();
 
     /* How the Java producer fails the records batched with an invalid one (kafka-clients' Sender). */
     private static final String BATCH_MATE = "part of a batch which had one more more invalid records";
@@ -524,11 +533,13 @@ public final class RangeCopier {
                 readFloors();
                 consumer = copyAll();
                 finishAll(txns.values(), consumer);
+                testHookAfterCommit();
                 ok = true;
                 return new ArrayList<>(parts.values());
             } finally {
                 if (ok) {
-                    txns.values().forEach(t -> giveBack(TRANSACTIONAL, plan.transactionalKey(t.tid), t.producer, true));
+                    txns.values().forEach(t -> giveBack(TRANSACTIONAL, plan.transactionalKey(t.tid), t.producer,
+                        !t.broken));
                 } else {
                     abandon(txns.values());
                 }
@@ -617,12 +628,21 @@ public final class RangeCopier {
                 }
             } finally {
                 pool.shutdownNow();
+                awaitQuietly(pool);  // interrupted (a killed attempt): abandon must not race a commit
             }
         }
 
         private void finish(Txn t, KafkaConsumer<byte[], byte[]> consumer) throws Exception {
             if (settleRefusals(t.producer, consumer, t.parts)) {
-                t.producer.abortTransaction();  // the driver stops the flow; nothing of the group commits
+                // The driver stops the flow; nothing of the group commits.
+                try {
+                    t.producer.abortTransaction();
+                } catch (KafkaException e) {
+                    // Fatal to the producer (an authorization failure of a transactional producer): closed,
+                    // not kept; the transaction is aborted by the coordinator at its timeout or next fencing.
+                    t.broken = true;
+                    LOG.warn("flow={}: abort of {} failed ({}); its producer is closed", plan.flow, t.tid, e.toString());
+                }
                 t.open = false;
                 return;
             }
@@ -685,6 +705,9 @@ public final class RangeCopier {
                     });
                     aborts.get(ABORT_MS, TimeUnit.MILLISECONDS);
                 } catch (Exception e) {
+                    if (e instanceof InterruptedException) {
+                        Thread.currentThread().interrupt();
+                    }
                     LOG.warn("flow={}: the failed task's transactions were not all aborted ({}); the next "
                         + "attempt fences them", plan.flow, e.toString());
                 } finally {
@@ -900,8 +923,10 @@ public final class RangeCopier {
             boolean inTransaction = plan.exactlyOnce && byBroker;
             if (!plan.tolerateAll || inTransaction) {
                 // Name the record the target refused, not one refused only for sharing its batch.
-                Object[] first = all.stream().filter(item -> !((Refused) item[1]).batchMate()).findFirst()
-                    .orElse(all.get(0));
+                java.util.stream.Stream<Object[]> named = all.stream().filter(item -> !((Refused) item[1]).batchMate());
+                Object[] first = (inTransaction
+                    ? named.min((a, b) -> Long.compare(((Refused) a[1]).seq(), ((Refused) b[1]).seq()))
+                    : named.findFirst()).orElse(all.get(0));
                 Part part = (Part) first[0];
                 Refused f = (Refused) first[1];
                 String hint = f.reason().contains("AUTHORIZATION_FAILED")
@@ -921,7 +946,7 @@ public final class RangeCopier {
                 Part part = (Part) item[0];
                 Refused f = (Refused) item[1];
                 if (f.record() == null) {
-                    f = new Refused(f.offset(), readAgain(consumer, part, f.offset()), f.reason(), f.batchMate());
+                    f = new Refused(f.offset(), readAgain(consumer, part, f.offset()), f.reason(), f.batchMate(), f.seq());
                 }
                 RecordHeaders headers = new RecordHeaders(f.record().headers().toArray());
                 headers.add(DLQ_HEADER_PREFIX + "topic", bytes(part.topic));
@@ -987,6 +1012,15 @@ public final class RangeCopier {
                 + "it; the batch will be replayed");
         }
 
+        /** TEST HOOK: the first attempt of an exactly-once task fails once its transactions committed. */
+        private void testHookAfterCommit() {
+            TaskContext ctx = TaskContext.get();
+            if (plan.testFailAfterCommit && ctx != null && ctx.attemptNumber() == 0) {
+                TEST_HOOK_FAILURES.incrementAndGet();
+                throw new IllegalStateException("injected task failure after its commit (test hook)");
+            }
+        }
+
         /** TEST HOOK: the first attempt of a task fails once it has sent enough records. */
         private void testHook() {
             if (plan.testFailAfterRecords <= 0 || sent < plan.testFailAfterRecords) {
@@ -1007,6 +1041,8 @@ public final class RangeCopier {
         final List<Part> parts = new ArrayList<>();
         /* beginTransaction was called and neither commit nor abort since. */
         volatile boolean open;
+        /* Its producer failed for good: closed after the task, not kept. */
+        volatile boolean broken;
 
         Txn(String tid, KafkaProducer<byte[], byte[]> producer) {
             this.tid = tid;
@@ -1042,12 +1078,32 @@ public final class RangeCopier {
         });
     }
 
+    /** Waits (at most ABORT_MS) for a pool's threads to end, also when this thread is interrupted (the
+     * flag is set again after): a producer is not aborted or closed while one of them is inside a call. */
+    static void awaitQuietly(ExecutorService pool) {
+        boolean interrupted = false;
+        long deadline = System.currentTimeMillis() + ABORT_MS;
+        for (long left = ABORT_MS; left > 0; left = deadline - System.currentTimeMillis()) {
+            try {
+                if (pool.awaitTermination(left, TimeUnit.MILLISECONDS)) {
+                    break;
+                }
+            } catch (InterruptedException e) {
+                interrupted = true;
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
     interface Step<T> {
         T run();
     }
 
-    /** {@code step}, again after each timeout (Kafka's producer and consumer allow that for these calls)
-     * until the plan's target wait is over; then the task fails saying what it waited for. */
+    /** {@code step}, again after each timeout until the plan's target wait is over; then the task fails
+     * saying what it waited for. initTransactions and commitTransaction resume the call that timed out;
+     * sendOffsetsToTransaction sends its (same) offsets again; committed() asks again. */
     static <T> T within(Plan plan, String what, Step<T> step) {
         long started = System.currentTimeMillis();
         while (true) {
@@ -1185,6 +1241,14 @@ public final class RangeCopier {
         } catch (Exception e) {
             LOG.warn("closing a client after a failed task: {}", e.toString());
         }
+    }
+
+    /* TEST HOOK: tasks this JVM failed after their commit. */
+    private static final AtomicLong TEST_HOOK_FAILURES = new AtomicLong();
+
+    /** TEST HOOK: how many tasks this JVM failed after their commit (local masters: the driver's JVM). */
+    public static long testHookFailuresAfterCommit() {
+        return TEST_HOOK_FAILURES.get();
     }
 
     /** Closes every kept client (tests, and a stopping run). */

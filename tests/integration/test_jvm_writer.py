@@ -40,15 +40,29 @@ def _records(partition: int, n: int, first: int = 0) -> list[Rec]:
     return out
 
 
-def _jvm_config(bootstraps, tmp_path: Path, checkpoints: Path, topic: str) -> Path:
+def _jvm_config(bootstraps, tmp_path: Path, checkpoints: Path, topic: str, extra: str = "") -> Path:
     """A flow of ``topic`` alone, written by the JVM writer (remote topics keep their own configs)."""
     return write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=checkpoints,
-        extra=f"A->B.topics = {topic}\nsparkmirror.writer = jvm\nsync.topic.configs.enabled = false\n",
+        extra=f"A->B.topics = {topic}\nsparkmirror.writer = jvm\nsync.topic.configs.enabled = false\n{extra}",
     )
+
+
+EXACTLY_ONCE = "exactly.once.source.support = enabled\n"
+
+
+def _three_partitions(bootstraps, prefix: str, first_records: int) -> tuple[str, dict[int, list[Rec]]]:
+    """A source topic of 3 partitions and its remote topic; partition p holds ``first_records + 50 * p`` records."""
+    topic = unique(prefix)
+    create_topics(bootstraps["A"], {topic: 3})
+    create_topics(bootstraps["B"], {f"A.{topic}": 3})
+    sent = {p: _records(p, first_records + 50 * p) for p in range(3)}
+    for p, recs in sent.items():
+        produce(bootstraps["A"], topic, p, recs)
+    return topic, sent
 
 
 def test_jvm_writer_copies_every_field_and_maps_every_offset(
@@ -56,14 +70,9 @@ def test_jvm_writer_copies_every_field_and_maps_every_offset(
 ) -> None:
     # Fewer partitions fetched at a time than a task holds: the others wait, paused, for a free place.
     monkeypatch.setattr(writer, "FETCH_WINDOW", 1)
-    topic = unique("jvmw")
-    create_topics(bootstraps["A"], {topic: 3})
-    create_topics(bootstraps["B"], {f"A.{topic}": 3})
     foreign = [Rec(b"other", b"another writer", (), int(time.time() * 1000))] * 5
+    topic, sent = _three_partitions(bootstraps, "jvmw", 200)
     produce(bootstraps["B"], f"A.{topic}", 1, foreign)  # the remote partition does not start at 0
-    sent = {p: _records(p, 200 + 50 * p) for p in range(3)}
-    for p, recs in sent.items():
-        produce(bootstraps["A"], topic, p, recs)
     cfg = _jvm_config(bootstraps, tmp_path, checkpoints, topic)
     Mirror(load_config(cfg), once=True).run()
     # A second batch, after the first: its segments continue the first one's.
@@ -102,21 +111,11 @@ def test_jvm_writer_exactly_once_writes_once_with_its_progress_and_offset_map(
         return results
 
     monkeypatch.setattr(batch, "copy_in_jvm", copy_in_jvm)
-    topic = unique("jvmw-eos")
-    create_topics(bootstraps["A"], {topic: 3})
-    create_topics(bootstraps["B"], {f"A.{topic}": 3})
     foreign = [Rec(b"other", b"another writer", (), int(time.time() * 1000))] * 5
-    produce(bootstraps["B"], f"A.{topic}", 1, foreign)
-    sent = {p: _records(p, 200 + 50 * p) for p in range(3)}
-    for p, recs in sent.items():
-        produce(bootstraps["A"], topic, p, recs)
-    cfg = write_config(
-        tmp_path / "mm2.properties",
-        bootstraps["A"],
-        bootstraps["B"],
-        checkpoints=checkpoints,
-        extra=f"A->B.topics = {topic}\nsparkmirror.writer = jvm\nsync.topic.configs.enabled = false\n"
-        "exactly.once.source.support = enabled\nsparkmirror.exactly.once.transactions = 2\n",
+    topic, sent = _three_partitions(bootstraps, "jvmw-eos", 200)
+    produce(bootstraps["B"], f"A.{topic}", 1, foreign)  # the remote partition does not start at 0
+    cfg = _jvm_config(
+        bootstraps, tmp_path, checkpoints, topic, EXACTLY_ONCE + "sparkmirror.exactly.once.transactions = 2\n"
     )
     Mirror(load_config(cfg), once=True).run()
     first = {p: len(recs) for p, recs in sent.items()}
@@ -158,20 +157,8 @@ def test_jvm_writer_exactly_once_retry_after_its_commit_skips_what_the_target_ho
     makes new producers, reads the progress on the target as each partition's floor and writes nothing
     again. Without the floor every record would be on B twice."""
     monkeypatch.setenv("SPARKMIRROR_TEST_FAIL_AFTER_COMMIT", "1")
-    topic = unique("jvmw-floor")
-    create_topics(bootstraps["A"], {topic: 3})
-    create_topics(bootstraps["B"], {f"A.{topic}": 3})
-    sent = {p: _records(p, 100 + 10 * p) for p in range(3)}
-    for p, recs in sent.items():
-        produce(bootstraps["A"], topic, p, recs)
-    cfg = write_config(
-        tmp_path / "mm2.properties",
-        bootstraps["A"],
-        bootstraps["B"],
-        checkpoints=checkpoints,
-        extra=f"A->B.topics = {topic}\nsparkmirror.writer = jvm\nsync.topic.configs.enabled = false\n"
-        "exactly.once.source.support = enabled\n",
-    )
+    topic, sent = _three_partitions(bootstraps, "jvmw-floor", 100)
+    cfg = _jvm_config(bootstraps, tmp_path, checkpoints, topic, EXACTLY_ONCE)
     copier = spark.sparkContext._jvm.sparkmirror.jvm.RangeCopier
     failed_before = copier.testHookFailuresAfterCommit()
     Mirror(load_config(cfg), once=True).run()

@@ -478,23 +478,23 @@ public final class RangeCopier {
                     active.put(tp, part);
                 }
             });
-            KafkaConsumer<byte[], byte[]> consumer = null;
-            if (!active.isEmpty()) {
-                consumer = borrow(CONSUMERS, plan.consumerKey, () -> new KafkaConsumer<>(plan.consumer));
-                try {
+            KafkaConsumer<byte[], byte[]> consumer = active.isEmpty() ? null
+                : borrow(CONSUMERS, plan.consumerKey, () -> new KafkaConsumer<>(plan.consumer));
+            try {
+                if (consumer != null) {
                     read(consumer, active);
-                } catch (Exception | Error e) {
-                    giveBackReader(consumer, false);
-                    throw e;
                 }
+                awaitAcks();
+                long now = System.currentTimeMillis();
+                for (Part part : parts.values()) {
+                    part.ackedAtMs = now;
+                    part.throwIfFailed(plan);
+                }
+                return consumer;
+            } catch (Exception | Error e) {
+                giveBackReader(consumer, false);  // the caller never gets it
+                throw e;
             }
-            awaitAcks();
-            long now = System.currentTimeMillis();
-            for (Part part : parts.values()) {
-                part.ackedAtMs = now;
-                part.throwIfFailed(plan);
-            }
-            return consumer;
         }
 
         private void giveBackReader(KafkaConsumer<byte[], byte[]> consumer, boolean ok) {

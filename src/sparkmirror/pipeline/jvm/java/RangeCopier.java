@@ -594,11 +594,10 @@ public final class RangeCopier {
         private void finishAll(java.util.Collection<Txn> txns, KafkaConsumer<byte[], byte[]> consumer)
                 throws Exception {
             List<Txn> open = txns.stream().filter(t -> t.open).toList();
-            if (open.size() == 1) {
-                finish(open.get(0), consumer);
-                return;
-            }
-            if (open.isEmpty()) {
+            if (open.size() <= 1) {
+                for (Txn t : open) {
+                    finish(t, consumer);  // no thread for a lone transaction
+                }
                 return;
             }
             ExecutorService pool = Executors.newFixedThreadPool(Math.min(open.size(), MAX_COMMIT_THREADS));

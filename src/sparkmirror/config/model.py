@@ -145,6 +145,17 @@ class SparkSettings(_Frozen):
     Default: ``$XDG_STATE_HOME/sparkmirror/checkpoints`` (``~/.local/state/…``), whatever the working
     directory; a relative path is taken from the configuration file's directory. Losing it costs no
     record twice: a flow without its checkpoint resumes from what the target says was mirrored."""
+    engine: Literal["batch", "streaming"] = Field(default="batch", alias="sparkmirror.engine")
+    """How the copy runs on Spark. ``batch``: Structured Streaming micro-batches, each planned, copied by
+    short tasks and committed in Spark's checkpoint. ``streaming``: long-running Spark tasks, each owning
+    a set of source partitions with one consumer and one producer, copying every record as it arrives
+    and making progress durable on the target every ``sparkmirror.commit.interval.ms`` (the latency of
+    MM2; docs/decisions.md, "The streaming engine"). Direct reader and Python writer only."""
+    commit_interval_ms: int = Field(default=200, ge=10, le=600_000, alias="sparkmirror.commit.interval.ms")
+    """Streaming engine: how often each task makes its progress durable on the target (offset-map
+    segments and each partition's next source offset; exactly-once: one transaction per transaction
+    group). At least once, a crash copies at most this much again; exactly once, readers on the target
+    see records this much later (docs/performance.md has the trade-off measured)."""
     trigger_interval_ms: int = Field(default=100, ge=0, alias="sparkmirror.trigger.interval.ms")
     """Micro-batch trigger interval in milliseconds (0: start the next batch at once). Under load batches
     run back to back; the interval sets how often an idle flow asks the source for new records, and so the
@@ -353,6 +364,11 @@ class FlowConfig(_Frozen):
             raise ValueError(
                 f"flow {self.name}: sparkmirror.writer = jvm copies the direct reader's batches only; "
                 "set sparkmirror.writer = python for sparkmirror.source.reader = spark"
+            )
+        if self.spark.engine == "streaming" and (self.spark.writer != "python" or self.spark.source_reader != "direct"):
+            raise ValueError(
+                f"flow {self.name}: sparkmirror.engine = streaming reads with the direct reader and writes with "
+                "the Python writer; unset sparkmirror.writer and sparkmirror.source.reader"
             )
         # Build the policy and filters once so that a bad class name or regex fails at load time.
         _ = self.policy, self.topic_filter, self.group_filter, self.config_property_filter

@@ -53,10 +53,21 @@ def task_count(records: int, cores: int, *, exactly_once: bool, min_records: int
     return max(1, min(cores, records // max(1, min_records)))
 
 
+#: The end of a streaming task's range: it copies until it is stopped.
+OPEN_END = 2**63 - 1
+
+
 def share_out(
-    ranges: Iterable[SourceRange], tasks: int, key: Callable[[str, int], object] | None = None
+    ranges: Iterable[SourceRange],
+    tasks: int,
+    key: Callable[[str, int], object] | None = None,
+    *,
+    weight: Callable[[SourceRange], int] | None = None,
 ) -> list[list[SourceRange]]:
     """Split non-empty ranges into at most ``tasks`` groups of about equal record counts.
+
+    ``weight`` replaces a range's record count as its share of the work: the streaming engine's
+    ranges are open (:data:`OPEN_END`), and each partition weighs one.
 
     Ranges whose partitions have the same ``key`` (exactly-once: the partition's transaction group,
     :func:`sparkmirror.core.transactions.group_key`) always go to the same group; without a key each
@@ -66,18 +77,19 @@ def share_out(
     """
     if tasks < 1:
         raise ValueError(f"tasks must be at least 1, got {tasks}")
+    size = weight or (lambda r: r.size)
     units: dict[object, list[SourceRange]] = {}
     for r in ranges:
         if r.size > 0:
             units.setdefault((r.topic, r.partition) if key is None else key(r.topic, r.partition), []).append(r)
-    work = sorted(units.values(), key=lambda u: (-sum(r.size for r in u), min((r.topic, r.partition) for r in u)))
+    work = sorted(units.values(), key=lambda u: (-sum(size(r) for r in u), min((r.topic, r.partition) for r in u)))
     n = min(tasks, len(work))
     groups: list[list[SourceRange]] = [[] for _ in range(n)]
     heap = [(0, i) for i in range(n)]
     for unit in work:
         load, i = heapq.heappop(heap)
         groups[i].extend(unit)
-        heapq.heappush(heap, (load + sum(r.size for r in unit), i))
+        heapq.heappush(heap, (load + sum(size(r) for r in unit), i))
     for g in groups:
         g.sort(key=lambda r: (r.topic, r.partition))
     return groups

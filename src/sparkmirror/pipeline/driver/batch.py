@@ -219,23 +219,9 @@ class BatchHandler:
                 plan = dataclasses.replace(fresh, tails=plan.tails, writers={})
             results = self._copy_arrow(batch_df, plan)
         written = time.monotonic()
-        refusals = sorted(r.error for r in results if r.error)
-        if refusals:
-            # Not committed: raising here fails the batch; the marker makes it terminal.
-            raise WriteError(refusals[0], terminal=True)
-        segments = [Segment(r.topic, r.partition, u, d, n) for r in results for u, d, n in r.segments]
-        self.syncs.emit(segments)  # MM2's offset syncs, for MM2's tools
-        if plan.exactly_once:
-            self.store.apply(segments)  # already committed with the data
-        else:
-            self.store.write(segments)  # durable before Spark commits the batch
+        # Not committed if a record was refused: raising here fails the batch.
+        self.record(plan, results, durable=plan.exactly_once)
         copied = time.monotonic()
-        self.writers.update({plan.transactional_id(r.topic, r.partition): r.writer for r in results})
-        for r in results:
-            if r.last_offset >= 0:
-                self.next_offset[(r.topic, r.partition)] = r.last_offset + 1
-        self.progress.add_batch(results)
-        self.succeeded = True
         finished = time.monotonic()
         if self.metrics is not None:
             self.metrics.batch(results, finished - started, time.time())
@@ -255,6 +241,29 @@ class BatchHandler:
             (copied - written) * 1000,
             (finished - copied) * 1000,
         )
+
+    def record(self, plan: WritePlan, results: list[PartitionResult], *, durable: bool) -> None:
+        """What the driver does with the tasks' results once they are final: a refused record stops
+        the flow (a terminal :class:`WriteError`); the offset-map segments are recorded (made durable
+        here unless the tasks already did: ``durable``); MM2's offset syncs; the flow's progress.
+
+        Both engines call it: after each micro-batch, and on each streaming task's report.
+        """
+        refusals = sorted(r.error for r in results if r.error)
+        if refusals:
+            raise WriteError(refusals[0], terminal=True)
+        segments = [Segment(r.topic, r.partition, u, d, n) for r in results for u, d, n in r.segments]
+        self.syncs.emit(segments)  # MM2's offset syncs, for MM2's tools
+        if durable:
+            self.store.apply(segments)  # already on the target (a transaction, or the streaming task)
+        else:
+            self.store.write(segments)  # durable before Spark commits the batch
+        self.writers.update({plan.transactional_id(r.topic, r.partition): r.writer for r in results})
+        for r in results:
+            if r.last_offset >= 0:
+                self.next_offset[(r.topic, r.partition)] = r.last_offset + 1
+        self.progress.add_batch(results)
+        self.succeeded = True
 
     def _copy_arrow(self, batch_df: DataFrame, plan: WritePlan) -> list[PartitionResult]:
         """Spark's reader: the tasks write the Arrow batches Spark's Kafka source read."""
@@ -346,6 +355,10 @@ class BatchHandler:
         if grown:
             self.topics.sync(grown, configs=False)
             self.subscribed.update(grown)
+
+    def check_source_loss(self, ranges: list[SourceRange], plan: WritePlan) -> None:
+        """The streaming engine's check before its tasks start (see :meth:`_check_source_loss`)."""
+        self._check_source_loss(ranges, plan)
 
     def _check_source_loss(self, ranges: list[SourceRange] | None, plan: WritePlan) -> None:
         """Before copying: records between where each partition stopped and the source's log start

@@ -22,6 +22,7 @@ from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.checkpoints import CheckpointPass
 from sparkmirror.core.naming import lease_group, offset_map_topic, progress_group, topic_ids_group
+from sparkmirror.core.ranges import OPEN_END, SourceRange
 from sparkmirror.core.status import State
 from sparkmirror.core.transactions import PER_PARTITION
 from sparkmirror.errors import SparkMirrorError
@@ -29,7 +30,7 @@ from sparkmirror.kafka.access import AccessDenied, classify, denied, principal
 from sparkmirror.kafka.acls import AclSync
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets
-from sparkmirror.kafka.lag import list_offsets
+from sparkmirror.kafka.lag import list_offsets, log_bounds
 from sparkmirror.kafka.lease import FlowLease, LeaseHeld, LeaseRefused
 from sparkmirror.kafka.topicids import TopicIds, TopicRecreated, source_topic_ids
 from sparkmirror.kafka.topics import TopicSync
@@ -45,6 +46,7 @@ from sparkmirror.pipeline.driver.query import (
     start_query,
 )
 from sparkmirror.pipeline.driver.scheduler import Scheduler
+from sparkmirror.pipeline.driver.stream import StreamingCopy
 from sparkmirror.pipeline.driver.target import TargetPreparer
 from sparkmirror.pipeline.exceptions import (
     TOPIC_RECREATED_PREFIX,
@@ -169,9 +171,12 @@ class Flow:
         lease: FlowLease | None = None,
         metrics: MirrorMetrics | None = None,
         shared: bool = False,
+        flow_count: int = 1,
     ) -> None:
         self.spark = spark
         self.flow = flow
+        #: Flows in this Spark application: the streaming engine gives each its share of the cores.
+        self.flow_count = max(1, flow_count)
         self.once = once
         #: ``run --reset-topic``: re-created source topics to mirror from their beginning (first start only).
         self.reset_topics = reset_topics
@@ -214,7 +219,7 @@ class Flow:
         self._pass: CheckpointPass | None = None
         #: (source or target, operation): what the flow does now (named when a cluster refuses it).
         self.step: tuple[str, str] = ("source", "start")
-        self.query: StreamingQuery | None = None
+        self.query: StreamingQuery | StreamingCopy | None = None
         #: The query ended without error (``--once``), or stopped on request.
         self.finished = False
         #: The terminal error that stopped this flow (the other flows go on); ``None`` while it runs.
@@ -240,7 +245,8 @@ class Flow:
             # to `sparkmirror status` (not the previous run's state).
             self._step("target", "create the status topic")
             self.status.ensure_topic()
-            check_checkpoint_identity(self.clients)
+            if flow.spark.engine == "batch":  # the streaming engine keeps no Spark checkpoint
+                check_checkpoint_identity(self.clients)
             self._step("target", "create the internal topics")
             self.target.internal_topics()
             if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
@@ -470,11 +476,14 @@ class Flow:
                 self.finished = True
             return
         self.batches.plan = self.target.fit_writer(self.batches.plan, topics)
-        # Used by Spark only when the flow has no checkpoint: the target says where each partition stands.
-        starting = self._progress_offsets(topics) if self.flow.exactly_once else self._mirrored_offsets(topics)
-        self.query = start_query(
-            self.spark, self.clients, topics, self.batches, once=self.once, starting_offsets=starting
-        )
+        if self.flow.spark.engine == "streaming":
+            self.query = self._start_streaming(topics)
+        else:
+            # Used by Spark only when the flow has no checkpoint: the target says where each partition stands.
+            starting = self._progress_offsets(topics) if self.flow.exactly_once else self._mirrored_offsets(topics)
+            self.query = start_query(
+                self.spark, self.clients, topics, self.batches, once=self.once, starting_offsets=starting
+            )
         log.info(
             "flow=%s mirroring %d topics (%s) into %s",
             self.flow.name,
@@ -482,6 +491,44 @@ class Flow:
             ", ".join(topics),
             ", ".join(self.topics.remote_name(t) for t in topics),
         )
+
+    def _start_streaming(self, topics: dict[str, int]) -> StreamingCopy:
+        """The streaming engine's job, each partition started from what the target holds.
+
+        Where a partition starts: the progress committed on the target (exactly-once: only it; at
+        least once: the later of it and the offset map's end), else the source's log start. Records
+        between that and the source's log start expired before they were mirrored: reported (or,
+        with ``sparkmirror.source.loss = fail``, the flow stops) before any task starts.
+        """
+        flow = self.flow
+        progress = self._progress_offsets(topics)
+        if not flow.exactly_once:
+            mirrored = self._mirrored_offsets(topics)
+            for t, parts in progress.items():
+                for p, offset in parts.items():
+                    parts[p] = max(offset, mirrored[t][p])
+        bounds = log_bounds(self.clients.source_admin, topics)
+        plan = dataclasses.replace(
+            self.batches.plan,
+            engine="streaming",
+            commit_interval_ms=flow.spark.commit_interval_ms,
+            tails=self.store.tails(),
+            writers={},
+        )
+        resumed = [
+            SourceRange(t, int(p), o, OPEN_END) for t, parts in progress.items() for p, o in parts.items() if o >= 0
+        ]
+        self.batches.check_source_loss(resumed, plan)  # raises with sparkmirror.source.loss = fail
+        ranges = []
+        for t, parts in progress.items():
+            for p, offset in parts.items():
+                start, end = bounds[(t, int(p))]
+                begin = max(offset, start)  # -2 (nothing mirrored yet): the log start
+                ranges.append(SourceRange(t, int(p), begin, end if self.once else OPEN_END))
+        if self.once:
+            ranges = [r for r in ranges if r.until > r.start]
+        cores = max(1, int(self.spark.sparkContext.defaultParallelism))
+        return StreamingCopy(self.spark, self.batches, plan, ranges, tasks=max(1, cores // self.flow_count))
 
     def _progress_offsets(self, topics: dict[str, int]) -> StartingOffsets:
         """Spark ``startingOffsets`` from the progress committed on the target (-2: earliest)."""
@@ -505,7 +552,7 @@ class Flow:
         for (topic, partition), (upstream, _downstream, count) in self.store.tails().items():
             if topic in out and str(partition) in out[topic]:
                 out[topic][str(partition)] = upstream + count
-        if not checkpoint_exists(self.flow):
+        if self.flow.spark.engine == "batch" and not checkpoint_exists(self.flow):
             resumed = sum(1 for parts in out.values() for o in parts.values() if o >= 0)
             log.info(
                 "flow=%s no Spark checkpoint at %s: resuming %d partitions from the offset map on %s, the "

@@ -125,6 +125,7 @@ class Mirror:
                     lease=leases.pop(config.name),
                     metrics=self.metrics,
                     shared=len(self.config.flows) > 1,
+                    flow_count=len(self.config.flows),
                 )
                 supervisor = FlowSupervisor(flow)
                 self.runners.append(flow)

@@ -16,6 +16,8 @@ from sparkmirror.pipeline.executor.results import PartitionResult
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
+    from sparkmirror.pipeline.driver.stream import StreamingCopy
+
 #: Spark's query progress, as its JSON.
 ProgressJson = Mapping[str, object]
 
@@ -150,13 +152,15 @@ def partition_lags(clients: FlowClients, progress: ProgressJson | None) -> dict[
     }
 
 
-def last_progress(query: StreamingQuery) -> dict[str, object] | None:
+def last_progress(query: StreamingQuery | StreamingCopy) -> dict[str, object] | None:
     """The query's last progress as a dict, in two Py4J calls.
 
     pyspark's ``StreamingQuery.lastProgress`` converts the Java object field by field, one Py4J
     round trip per key; polled twice a second that kept the driver's gateway and the JVM busy while
     micro-batches ran. Spark's own JSON of the same object is one call.
     """
+    if not hasattr(query, "_jsq"):  # the streaming engine's job (driver/stream.py) keeps the same shape itself
+        return query.progress_json()
     jprogress = query._jsq.lastProgress()
     if jprogress is None:
         return None

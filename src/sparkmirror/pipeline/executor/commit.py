@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -42,7 +42,7 @@ from sparkmirror.pipeline.executor.sink import (
 from sparkmirror.pipeline.executor.waits import call_within, retry_within, target_text
 
 if TYPE_CHECKING:
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaError, Message, Producer
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,11 @@ _SEND_OFFSETS_ATTEMPT_S = 60.0
 
 
 def commit_for(plan: WritePlan) -> Commit:
-    """The plan's commit: :class:`Transactional` exactly-once, else :class:`AtLeastOnce`."""
-    return Transactional(plan) if plan.exactly_once else AtLeastOnce(plan)
+    """The plan's commit: :class:`Transactional` exactly-once, else :class:`AtLeastOnce` (the streaming
+    engine's tasks make their progress durable themselves: :class:`DurableAtLeastOnce`)."""
+    if plan.exactly_once:
+        return Transactional(plan)
+    return DurableAtLeastOnce(plan) if plan.engine == "streaming" else AtLeastOnce(plan)
 
 
 class AtLeastOnce:
@@ -87,6 +90,75 @@ class AtLeastOnce:
         # A producer that failed mid-way may hold undelivered records for the replayed batch to
         # duplicate needlessly; the retry starts afresh.
         clients.discard_producer(self.producer)
+
+
+class DurableAtLeastOnce(AtLeastOnce):
+    """At least once, progress kept by the task (the streaming engine): after every record of the
+    partitions is acknowledged, their offset-map segments are written and acknowledged, and only then
+    is each partition's next source offset committed to the progress group on the target.
+
+    The order is the guarantee: progress never passes a record the target has not acknowledged, and
+    the offset map is never behind the progress (a restart starts from either and copies no record it
+    does not have to). Its floors, like exactly-once's, are the progress read when a task starts: a
+    retried task starts where the last attempt's progress stands, not where the job began.
+    """
+
+    def open(self, parts: Sequence[PartitionWrite]) -> None:
+        progress = committed_progress(self.plan, [(w.remote, w.partition) for w in parts])
+        for w in parts:
+            w.floor = progress[(w.remote, w.partition)]
+
+    def finish(self, parts: Sequence[PartitionWrite]) -> None:
+        from confluent_kafka import TopicPartition
+
+        plan = self.plan
+        await_acks(self.producer, plan, parts)
+        if settle_record_failures(self.producer, plan, parts):
+            return  # a refusal: the driver stops the flow; no progress past it
+        finish_segments(plan, parts)
+        errors: list[str] = []
+
+        def on_segment(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                errors.append(str(err))
+
+        for w in parts:
+            produce_segments(self.producer, plan, w, on_segment)
+        remaining = self.producer.flush(plan.flush_timeout_s)
+        if remaining or errors:
+            raise WriteError(
+                f"flow={plan.flow} {_ranges(parts)}: offset-map segments not acknowledged by the target "
+                f"({'; '.join(errors[:3]) or f'{remaining} unacknowledged'}); the records will be copied again",
+                terminal=False,
+            )
+        positions = [TopicPartition(w.remote, w.partition, w.last_offset + 1) for w in parts]
+        consumer = clients.progress_consumer(plan)
+        retry_within(
+            lambda left: consumer.commit(offsets=positions, asynchronous=False),
+            what=f"flow={plan.flow} {_ranges(parts)}: committing the progress (group {plan.progress_group})",
+            limit_s=plan.target_wait_s,
+            detail=lambda: f"waiting for the coordinator of group {plan.progress_group} on the target",
+        )
+
+
+def produce_segments(
+    producer: Producer,
+    plan: WritePlan,
+    w: PartitionWrite,
+    on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
+) -> None:
+    """The offset map's segments of ``w`` to the offset-map topic (exactly-once: inside the data's transaction)."""
+    if not plan.offset_map_topic:
+        return
+    now = int(time.time() * 1000)
+    for seg in w.segments:
+        rec = seg.to_record(now)
+        if on_delivery is None:
+            producer.produce(plan.offset_map_topic, key=rec.key_bytes(), value=rec.value_bytes())
+        else:
+            producer.produce(
+                plan.offset_map_topic, key=rec.key_bytes(), value=rec.value_bytes(), on_delivery=on_delivery
+            )
 
 
 class Transactional:
@@ -154,17 +226,8 @@ class Transactional:
             return
         finish_segments(self.plan, parts)
         for w in parts:
-            self._produce_segments(producer, w)
+            produce_segments(producer, self.plan, w)
         self._commit(producer, tid, parts)
-
-    def _produce_segments(self, producer: Producer, w: PartitionWrite) -> None:
-        """The offset map's segments for this range, inside the data's transaction."""
-        if not self.plan.offset_map_topic:
-            return
-        now = int(time.time() * 1000)
-        for seg in w.segments:
-            rec = seg.to_record(now)
-            producer.produce(self.plan.offset_map_topic, key=rec.key_bytes(), value=rec.value_bytes())
 
     def _commit(self, producer: Producer, tid: str, parts: list[PartitionWrite]) -> None:
         """Add the group's new progress to its transaction and commit it; every wait bounded (:mod:`.waits`)."""

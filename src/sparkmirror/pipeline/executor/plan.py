@@ -88,6 +88,14 @@ class WritePlan:
     java_producer_config: dict[str, str] = field(default_factory=dict, repr=False)
     java_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
     java_progress_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
+    #: ``batch`` (micro-batches) or ``streaming`` (long-running tasks, :mod:`.stream`).
+    engine: str = "batch"
+    #: Streaming engine: milliseconds between two commits of a task's progress.
+    commit_interval_ms: int = 200
+    #: Streaming engine: where the driver takes the tasks' reports (host, port), and the secret a task
+    #: proves itself with (:mod:`sparkmirror.pipeline.reports`).
+    report_address: tuple[str, int] = ("", 0)
+    report_token: str = field(default="", repr=False)
     #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_RECORDS): the first attempt of
     #: every task fails after handing this many records to its producers.
     test_fail_after_records: int = 0
@@ -118,8 +126,11 @@ class WritePlan:
         return conf
 
     def reader_config(self) -> dict[str, str]:
-        """The direct reader's source consumer."""
+        """The direct reader's source consumer (the streaming engine's: a position the source no longer
+        holds is an error, never a silent jump: the driver then looks for source loss)."""
         conf = {**READER_DEFAULTS, **self.source_consumer_config, **READER_SETTINGS}
+        if self.engine == "streaming":
+            conf["auto.offset.reset"] = "error"
         conf["group.id"] = reader_group(self.flow)  # never joined, never committed to
         conf.setdefault("client.id", f"sparkmirror-{self.flow}-reader")
         return conf

@@ -260,6 +260,8 @@ class Sink:
         self.parts: dict[PartitionKey, PartitionWrite] = {}
         self._producers: list[Producer] = []
         self._next_poll_all = 0.0
+        #: Records handed to producers in the streaming engine's earlier intervals (the test hook counts them).
+        self._written_before = 0
 
     def open(self, partitions: Iterable[PartitionKey]) -> dict[PartitionKey, int]:
         """Ready these source partitions; returns each one's floor: records below it are already
@@ -431,6 +433,40 @@ class Sink:
         # producer now holds the partition's transactional id (the driver's ``writers``).
         return [w.result() for w in self.parts.values()]
 
+    def checkpoint(self) -> list[PartitionResult]:
+        """The streaming engine's commit: make every partition written since the last one final (its
+        :class:`Commit`: acknowledged, segments and progress durable; or the transaction committed),
+        return their results, and start the next interval on the same producers.
+
+        A partition's next interval continues its last segment (``plan.tails``) and skips nothing
+        it has not skipped before: its floor and last offset carry over.
+        """
+        begun = [w for w in self.parts.values() if w.begun]
+        if not begun:
+            return []
+        self.commit.finish(begun)
+        acked_at = int(time.time() * 1000)
+        results = []
+        for w in begun:
+            w.acked_at_ms = acked_at
+            results.append(w.result())
+            if w.refusal is not None:
+                continue  # the task ends on it: this partition takes no more records
+            self._written_before += len(w.sent)
+            fresh = PartitionWrite(w.topic, w.remote, w.partition, w.producer, w.limit)
+            fresh.floor = w.floor
+            fresh.last_offset = w.last_offset
+            if w.segments:
+                last = w.segments[-1]
+                self.plan.tails[(w.topic, w.partition)] = (last.upstream_start, last.downstream_start, last.count)
+            self.parts[(w.topic, w.partition)] = fresh
+        return results
+
+    def serve(self) -> None:
+        """Serve every producer's delivery reports that have arrived (a streaming task between records)."""
+        for p in self._producers:
+            p.poll(0)
+
     def abandon(self) -> None:
         self.commit.abandon(list(self.parts.values()))
 
@@ -439,7 +475,7 @@ class Sink:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        written = sum(len(w.sent) for w in self.parts.values())
+        written = self._written_before + sum(len(w.sent) for w in self.parts.values())
         if ctx is not None and ctx.attemptNumber() == 0 and written >= self.plan.test_fail_after_records:
             for w in self.parts.values():
                 w.producer.flush(30)

@@ -1,0 +1,165 @@
+"""The streaming engine on the driver: one Spark job of long-running copy tasks per flow.
+
+:class:`StreamingCopy` shares the flow's source partitions out among at most as many tasks as the
+flow has cores (a transaction group in one task), starts them as one Spark job in a thread of its
+own, and takes their reports (:mod:`sparkmirror.pipeline.reports`): each report's results go
+through the same :meth:`~sparkmirror.pipeline.driver.batch.BatchHandler.record` as a micro-batch's
+(refusals, offset map, MM2 offset syncs, progress), then to the metrics. A refusal stops every
+task; a task that fails is retried by Spark (``spark.task.maxFailures``) from the progress on the
+target; a job that fails ends the copy with its error and the supervisor starts it again, from
+the target again. It presents what the flow and its supervisor read of a Structured Streaming query
+(``isActive``, ``exception()``, ``stop()``, the last progress), so both engines share them.
+
+What it must never do: let a task start on a partition another task of the flow still writes (a
+job at a time per flow; a stop waits for its tasks, then cancels them), or take a report as
+progress: progress is what the target holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out
+from sparkmirror.core.transactions import group_key
+from sparkmirror.pipeline.driver.batch import BatchHandler
+from sparkmirror.pipeline.executor.plan import WritePlan
+from sparkmirror.pipeline.executor.results import PartitionResult
+from sparkmirror.pipeline.executor.stream import stream_partitions
+from sparkmirror.pipeline.reports import Report, ReportServer
+from sparkmirror.pipeline.session import SCHEDULER_POOL, pool_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+#: Seconds a stop waits for the tasks to finish their interval before it cancels them.
+STOP_WAIT_S = 60.0
+
+
+def assign(ranges: Iterable[SourceRange], tasks: int, plan: WritePlan) -> list[list[SourceRange]]:
+    """The flow's partitions shared among at most ``tasks`` tasks, about as many each; exactly-once
+    keeps a transaction group in one task."""
+    key = group_key(plan.transaction_groups) if plan.exactly_once else None
+    groups = share_out(ranges, tasks, key, weight=lambda r: 1)
+    check_disjoint(groups, key)
+    return groups
+
+
+class StreamingCopy:
+    """One flow's job of long-running copy tasks (see the module's docstring)."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        handler: BatchHandler,
+        plan: WritePlan,
+        ranges: list[SourceRange],
+        *,
+        tasks: int,
+    ) -> None:
+        self.spark = spark
+        self.handler = handler
+        self.flow = handler.flow.name
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+        #: (topic, partition) -> (next offset to copy, source end) from the tasks' last reports.
+        self.positions: dict[tuple[str, int], tuple[int, int]] = {
+            (r.topic, r.partition): (r.start, r.start) for r in ranges
+        }
+        local = str(spark.sparkContext.master).startswith("local")
+        host = "127.0.0.1" if local else str(spark.conf.get("spark.driver.host", "127.0.0.1"))
+        token = secrets.token_hex(16)
+        self.server = ReportServer(token, self._on_report, bind="127.0.0.1" if local else "0.0.0.0", advertise=host)
+        self.plan = plan.__class__(**{**plan.__dict__, "report_address": self.server.address, "report_token": token})
+        self.groups = assign(ranges, tasks, self.plan)
+        self.group_id = f"sparkmirror-stream-{self.flow}-{token[:8]}"
+        self._thread = threading.Thread(target=self._run, name=f"sparkmirror-stream {self.flow}", daemon=True)
+        self._thread.start()
+
+    # -- what the flow and the supervisor read (as of a StreamingQuery) ------------------------
+    @property
+    def isActive(self) -> bool:  # noqa: N802 - the name StreamingQuery has
+        return self._thread.is_alive()
+
+    @property
+    def status(self) -> dict[str, object]:
+        return {"isTriggerActive": False}
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    def progress_json(self) -> dict[str, object]:
+        """The tasks' positions in the shape of a StreamingQueryProgress (its sources' offsets)."""
+        done: dict[str, dict[str, int]] = {}
+        latest: dict[str, dict[str, int]] = {}
+        with self._lock:
+            for (t, p), (nxt, end) in self.positions.items():
+                done.setdefault(t, {})[str(p)] = nxt
+                latest.setdefault(t, {})[str(p)] = max(nxt, end)
+        return {"sources": [{"endOffset": done, "latestOffset": latest}]}
+
+    def stop(self) -> None:
+        """Tell every task to stop after its current interval; cancel what has not stopped in time."""
+        self._stop.set()
+        self._thread.join(STOP_WAIT_S)
+        if self._thread.is_alive():
+            log.warning("flow=%s streaming tasks did not stop within %.0fs; cancelling them", self.flow, STOP_WAIT_S)
+            self.spark.sparkContext.cancelJobGroup(self.group_id)
+            self._thread.join(30)
+        self.server.close()
+
+    # -- the job -----------------------------------------------------------------------------
+    def _run(self) -> None:
+        sc = self.spark.sparkContext
+        plan, groups = self.plan, self.groups
+        try:
+            if not groups:
+                return
+            sc.setLocalProperty(SCHEDULER_POOL, pool_name(self.flow))
+            sc.setJobGroup(
+                self.group_id,
+                f"sparkmirror {self.flow}: streaming copy of {sum(len(g) for g in groups)} partitions "
+                f"in {len(groups)} tasks",
+                interruptOnCancel=True,
+            )
+            log.info(
+                "flow=%s streaming engine: %d partitions in %d long-running tasks, progress committed every %d ms",
+                self.flow,
+                sum(len(g) for g in groups),
+                len(groups),
+                plan.commit_interval_ms,
+            )
+
+            def body(items: Iterable[tuple[int, list[SourceRange]]]) -> Iterator[PartitionResult]:
+                return stream_partitions(items, plan)
+
+            sc.parallelize(list(enumerate(groups)), len(groups)).mapPartitions(body).collect()
+        except BaseException as exc:  # noqa: BLE001 - the supervisor reads it through exception()
+            with self._lock:
+                if self._error is None and not self._stop.is_set():
+                    self._error = exc
+        finally:
+            self.server.close()
+
+    def _on_report(self, report: Report) -> bool:
+        """One task's interval: its results recorded as a micro-batch's; True tells it to stop."""
+        results = [PartitionResult.from_row(row) for row in report.results]
+        with self._lock:
+            for t, p, nxt, end in report.positions:
+                self.positions[(t, p)] = (nxt, end)
+            if self._error is None:
+                try:
+                    self.handler.record(self.plan, results, durable=True)
+                except BaseException as exc:  # noqa: BLE001 - a refusal: every task stops, the flow ends on it
+                    self._error = exc
+                    self._stop.set()
+        if self.handler.metrics is not None and results:
+            self.handler.metrics.batch(results, self.plan.commit_interval_ms / 1000, time.time())
+        return self._stop.is_set()

@@ -1,0 +1,228 @@
+"""The streaming engine's task: one long-running Spark task copying its source partitions as records arrive.
+
+A task owns a set of source partitions for the life of the job (the driver's assignment), reads
+them with one consumer (``read_committed``) and hands every record to the sink (:mod:`.sink`) as
+soon as the consumer has it, so a record waits for no batch. Delivery reports are served between
+reads. Every ``sparkmirror.commit.interval.ms`` the task's commit makes what it wrote final (at
+least once: every record acknowledged, then the offset-map segments, then the progress; exactly
+once: one transaction per transaction group), then reports the interval to the driver
+(:mod:`sparkmirror.pipeline.reports`), which answers whether to stop.
+
+Where a task starts: each partition's start from the driver, raised to the progress committed on
+the target (the commit's floors), so a task that Spark retries resumes where its failed attempt's
+last commit left off: at least once, a failure copies at most one commit interval again.
+
+What it must never do: report progress past a record the target has not acknowledged, or jump over
+offsets the source no longer holds (the consumer's ``auto.offset.reset = error`` fails the task, and
+the driver's restart reports the loss before anything past it is copied).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from sparkmirror.core.ranges import OPEN_END, SourceRange
+from sparkmirror.logs import worker_logging
+from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.executor import clients
+from sparkmirror.pipeline.executor.commit import commit_for
+from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
+from sparkmirror.pipeline.executor.results import PartitionResult
+from sparkmirror.pipeline.executor.sink import Record, Sink
+from sparkmirror.pipeline.executor.tasks import collector_paused, keep_zip_directories
+from sparkmirror.pipeline.reports import Report, ReportClient
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, KafkaError
+
+log = logging.getLogger(__name__)
+
+#: Most messages taken from the consumer's queue at once (after the first, without waiting).
+_DRAIN = 10_000
+#: Longest wait for the first record of a read: how often an idle task looks at its clock.
+_IDLE_WAIT_S = 0.5
+#: Seconds between two collections of the worker's heap while the collector is paused.
+_COLLECT_EVERY_S = 60.0
+
+
+def stream_partitions(
+    assignments: Iterable[tuple[int, list[SourceRange]]], plan: WritePlan
+) -> Iterator[PartitionResult]:
+    """``mapPartitions`` body: run the task's assignment until the driver stops it (or ``--once`` ends)."""
+    keep_zip_directories()
+    worker_logging()
+    for task, ranges in assignments:
+        yield from StreamTask(plan, task, ranges).run()
+
+
+class StreamTask:
+    """One task's partitions, from their start until the driver says stop."""
+
+    def __init__(self, plan: WritePlan, task: int, ranges: list[SourceRange]) -> None:
+        self.plan = plan
+        self.task = task
+        self.ranges = {(r.topic, r.partition): r for r in ranges}
+        #: Next source offset to copy, per partition.
+        self.next: dict[PartitionKey, int] = {}
+        #: Partitions copied to their range's end (``--once``).
+        self.done: set[PartitionKey] = set()
+
+    def run(self) -> list[PartitionResult]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        attempt = ctx.attemptNumber() if ctx is not None else 0
+        plan = self.plan
+        sink = Sink(plan, commit_for(plan))
+        consumer: Consumer | None = None
+        channel = ReportClient(plan.report_address, plan.report_token)
+        results: list[PartitionResult] = []
+        try:
+            # Exactly-once: fences earlier writers; both modes: every partition's progress in one request.
+            floors = sink.open(list(self.ranges))
+            for key, r in self.ranges.items():
+                self.next[key] = max(r.start, floors[key])
+                if self.next[key] >= r.until:
+                    self.done.add(key)
+            consumer = clients.source_consumer(plan)
+            self._assign(consumer)
+            interval_s = plan.commit_interval_ms / 1000
+            next_commit = time.monotonic() + interval_s
+            next_collect = time.monotonic() + _COLLECT_EVERY_S
+            with collector_paused():
+                while True:
+                    now = time.monotonic()
+                    if len(self.done) < len(self.ranges):
+                        self._read(consumer, sink, min(_IDLE_WAIT_S, max(0.0, next_commit - now)))
+                    else:
+                        time.sleep(max(0.0, min(_IDLE_WAIT_S, next_commit - now)))
+                    sink.serve()
+                    now = time.monotonic()
+                    if now < next_commit:
+                        continue
+                    results = sink.checkpoint()
+                    refused = any(r.error for r in results)
+                    finished = refused or len(self.done) == len(self.ranges)
+                    report = Report(
+                        self.task, attempt, [r.as_row() for r in results], self._positions(consumer), final=finished
+                    )
+                    stop = channel.send(report)
+                    if finished or stop:
+                        if stop and not finished:
+                            channel.send(Report(self.task, attempt, [], self._positions(consumer), final=True))
+                        return results
+                    next_commit = time.monotonic() + interval_s
+                    if now >= next_collect:
+                        next_collect = now + _COLLECT_EVERY_S
+                        gc.collect()
+        except BaseException:
+            sink.abandon()
+            if consumer is not None:
+                clients.discard_consumer(consumer)
+            raise
+        finally:
+            channel.close()
+
+    def _assign(self, consumer: Consumer) -> None:
+        from confluent_kafka import TopicPartition
+
+        todo = [TopicPartition(t, p, self.next[(t, p)]) for (t, p) in self.ranges if (t, p) not in self.done]
+        if todo:
+            consumer.assign(todo)
+
+    def _read(self, consumer: Consumer, sink: Sink, wait_s: float) -> None:
+        """Hand what the consumer holds to the sink: wait up to ``wait_s`` for the first message, then
+        take what is already there without waiting (a record never waits for a batch to fill)."""
+        first = consumer.poll(wait_s)
+        if first is None:
+            return
+        msgs = [first, *consumer.consume(_DRAIN, 0)]
+        runs: dict[PartitionKey, list[Record]] = {}
+        ended: list[PartitionKey] = []
+        for m in msgs:
+            err = m.error()
+            key: PartitionKey = (m.topic(), m.partition())  # type: ignore[assignment]
+            r = self.ranges.get(key)
+            if err is not None:
+                self._error(err, key, r)
+                if r is not None and (m.offset() or 0) >= r.until:  # the partition's end, at or past the range's
+                    ended.append(key)
+                continue
+            if r is None or key in self.done:
+                continue
+            offset: int = m.offset()  # type: ignore[assignment]
+            if offset < self.next[key]:
+                continue
+            if offset >= r.until:
+                ended.append(key)
+                continue
+            self.next[key] = offset + 1
+            ts = m.timestamp()[1]
+            run = runs.get(key)
+            if run is None:
+                run = runs[key] = []
+            run.append((offset, m.key(), m.value(), ts if ts > 0 else 0, m.headers()))  # type: ignore[arg-type]
+            if offset + 1 >= r.until:
+                ended.append(key)
+        for key, run in runs.items():
+            sink.write(key, run)
+        if ended:
+            from confluent_kafka import TopicPartition
+
+            fresh = [k for k in ended if k not in self.done]
+            self.done.update(fresh)
+            if fresh:
+                consumer.incremental_unassign([TopicPartition(t, p) for t, p in fresh])
+
+    def _error(self, err: KafkaError, key: PartitionKey, r: SourceRange | None) -> None:
+        """A consumer error: a partition's end is news (``--once``); a position the source no longer has,
+        or a fatal error, fails the task; others are said and waited out."""
+        from confluent_kafka import KafkaError
+
+        code = err.code()
+        if code == KafkaError._PARTITION_EOF:
+            return
+        where = f"{key[0]}[{key[1]}] offset={self.next.get(key, -1)}" if r is not None else "the source consumer"
+        if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE) or r is not None:
+            raise WriteError(
+                f"flow={self.plan.flow} {where}: reading the source failed ({err.name()}: {err.str()}); "
+                "the task is restarted from the progress on the target",
+                terminal=False,
+            )
+        fatal = {
+            KafkaError._AUTHENTICATION,
+            KafkaError._SSL,
+            KafkaError.SASL_AUTHENTICATION_FAILED,
+            KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            KafkaError.GROUP_AUTHORIZATION_FAILED,
+            KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        }
+        if err.fatal() or code in fatal:
+            raise WriteError(
+                f"flow={self.plan.flow}: the source consumer failed ({err.name()}: {err.str()}); the task is restarted",
+                terminal=False,
+            )
+        log.warning("flow=%s source consumer: %s: %s", self.plan.flow, err.name(), err.str())
+
+    def _positions(self, consumer: Consumer | None) -> list[tuple[str, int, int, int]]:
+        """Every assigned partition's next offset and the source's end as the consumer last saw it."""
+        from confluent_kafka import TopicPartition
+
+        out = []
+        for (t, p), nxt in self.next.items():
+            end = -1
+            if consumer is not None:
+                try:
+                    _low, high = consumer.get_watermark_offsets(TopicPartition(t, p), cached=True)
+                    end = int(high) if high is not None and high >= 0 else -1
+                except Exception:  # noqa: BLE001 - a position without its end is still worth reporting
+                    end = -1
+            out.append((t, p, nxt, end))
+        return out
+
+
+__all__ = ["OPEN_END", "stream_partitions"]

@@ -600,15 +600,20 @@ class Flow:
             return
         topics = self.topics.source_topics()
         self.check_topic_ids(set(topics) & set(self.subscribed))
-        if set(topics) == set(self.subscribed):
+        # Spark's Kafka source finds new partitions itself; the streaming engine's tasks own a fixed set.
+        streaming = self.flow.spark.engine == "streaming"
+        grown = sorted(t for t, n in topics.items() if streaming and n > self.subscribed.get(t, n))
+        if set(topics) == set(self.subscribed) and not grown:
             return
         added = sorted(set(topics) - set(self.subscribed))
         removed = sorted(set(self.subscribed) - set(topics))
         log.info(
-            "flow=%s source topics changed (added: %s; removed: %s); restarting the query",
+            "flow=%s source topics changed (added: %s; removed: %s; partitions added: %s); restarting the %s",
             self.flow.name,
             ", ".join(added) or "-",
             ", ".join(removed) or "-",
+            ", ".join(f"{t} ({self.subscribed[t]} -> {topics[t]})" for t in grown) or "-",
+            "streaming tasks" if streaming else "query",
         )
         self.target.remote_topics(topics, configs=self.flow.sync_topic_configs_enabled)
         self.check_topic_ids(added)

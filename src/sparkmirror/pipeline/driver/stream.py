@@ -154,7 +154,7 @@ class StreamingCopy:
         with self._lock:
             for t, p, nxt, end in report.positions:
                 self.positions[(t, p)] = (nxt, end)
-            if self._error is None:
+            if self._error is None and results:
                 try:
                     self.handler.record(self.plan, results, durable=True)
                 except BaseException as exc:  # noqa: BLE001 - a refusal: every task stops, the flow ends on it

@@ -49,11 +49,14 @@ from sparkmirror.pipeline.driver.scheduler import Scheduler
 from sparkmirror.pipeline.driver.stream import StreamingCopy
 from sparkmirror.pipeline.driver.target import TargetPreparer
 from sparkmirror.pipeline.exceptions import (
+    SOURCE_LOSS_PREFIX,
     TOPIC_RECREATED_PREFIX,
     FlowFailed,
     InstanceConflict,
+    SourceLossError,
     TopicRecreatedError,
     WriteError,
+    terminal_message,
 )
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.jvm.writer import java_consumer_config, java_producer_config, java_progress_consumer_config
@@ -344,7 +347,8 @@ class Flow:
             )
         for topic, topic_id in reset.items():
             self.store.forget_topic(topic)
-            if self.flow.exactly_once:
+            # The progress group: exactly once's, and the streaming engine's in both modes.
+            if self.flow.exactly_once or self.flow.spark.engine == "streaming":
                 md = self.clients.source_admin.list_topics(topic, timeout=30).topics[topic]
                 remote = self.topics.remote_name(topic)
                 commit_offsets(
@@ -512,13 +516,21 @@ class Flow:
             self.batches.plan,
             engine="streaming",
             commit_interval_ms=flow.spark.commit_interval_ms,
+            interval_max_records=flow.spark.batch_max_records,
             tails=self.store.tails(),
             writers={},
         )
         resumed = [
             SourceRange(t, int(p), o, OPEN_END) for t, parts in progress.items() for p, o in parts.items() if o >= 0
         ]
-        self.batches.check_source_loss(resumed, plan)  # raises with sparkmirror.source.loss = fail
+        try:
+            self.batches.check_source_loss(resumed, plan)
+        except WriteError as exc:  # sparkmirror.source.loss = fail: the flow stops, as after a batch
+            found = terminal_message(str(exc)) or ""
+            if found.startswith(SOURCE_LOSS_PREFIX):
+                raise SourceLossError(found.removeprefix(SOURCE_LOSS_PREFIX).strip()) from None
+            raise
+        self.progress.reader = "direct"
         ranges = []
         for t, parts in progress.items():
             for p, offset in parts.items():

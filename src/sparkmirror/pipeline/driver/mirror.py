@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -100,7 +101,7 @@ class Mirror:
         # Before Spark starts: a second instance refuses in seconds, naming the first.
         leases = self._take_leases()
         ours = signal.getsignal(signal.SIGINT)
-        self.spark = spark = build_session(self.master, self.spark_conf, jars=jars)
+        self.spark = spark = build_session(self._master(), self.spark_conf, jars=jars)
         if callable(ours) and ours is not signal.default_int_handler and signal.getsignal(signal.SIGINT) is not ours:
             # pyspark's SparkContext replaces the SIGINT handler with one that cancels every job and
             # raises KeyboardInterrupt: Ctrl+C must stop the mirror as SIGTERM does, after the batch.
@@ -191,6 +192,13 @@ class Mirror:
                 f"; {', '.join(others)} go on (sparkmirror.stop.on.flow.failure = false)" if others else "",
             )
             supervisor.stop()
+
+    def _master(self) -> str:
+        """The Spark master; ``local[*]`` with a task slot per streaming flow at least (each holds one)."""
+        streaming = sum(1 for f in self.config.flows if f.spark.engine == "streaming")
+        if self.master == "local[*]" and streaming > (os.cpu_count() or 1):
+            return f"local[{streaming}]"
+        return self.master
 
     def _heartbeats(self) -> HeartbeatEmitter | None:
         flows = [f for f in self.config.flows if f.emit_heartbeats_enabled]

@@ -92,6 +92,9 @@ class WritePlan:
     engine: str = "batch"
     #: Streaming engine: milliseconds between two commits of a task's progress.
     commit_interval_ms: int = 200
+    #: Streaming engine: a task commits sooner once it has handed this many records to its producers
+    #: since its last commit (``sparkmirror.batch.max.records``).
+    interval_max_records: int = 2_000_000
     #: Streaming engine: where the driver takes the tasks' reports (host, port), and the secret a task
     #: proves itself with (:mod:`sparkmirror.pipeline.reports`).
     report_address: tuple[str, int] = ("", 0)

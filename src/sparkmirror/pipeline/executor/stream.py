@@ -94,16 +94,20 @@ class StreamTask:
             next_commit = time.monotonic() + interval_s
             next_collect = time.monotonic() + _COLLECT_EVERY_S
             with collector_paused():
+                handed = 0  # records handed to the sink since the last commit
+                most = max(1, plan.interval_max_records)
                 while True:
                     now = time.monotonic()
                     if len(self.done) < len(self.ranges):
-                        self._read(consumer, sink, min(_IDLE_WAIT_S, max(0.0, next_commit - now)))
+                        wait = min(_IDLE_WAIT_S, max(0.0, next_commit - now))
+                        handed += self._read(consumer, sink, wait, most - handed)
                     else:
                         time.sleep(max(0.0, min(_IDLE_WAIT_S, next_commit - now)))
                     sink.serve()
                     now = time.monotonic()
-                    if now < next_commit:
+                    if now < next_commit and handed < most:
                         continue
+                    handed = 0
                     results = sink.checkpoint()
                     refused = any(r.error for r in results)
                     finished = refused or len(self.done) == len(self.ranges)
@@ -134,13 +138,14 @@ class StreamTask:
         if todo:
             consumer.assign(todo)
 
-    def _read(self, consumer: Consumer, sink: Sink, wait_s: float) -> None:
+    def _read(self, consumer: Consumer, sink: Sink, wait_s: float, room: int) -> int:
         """Hand what the consumer holds to the sink: wait up to ``wait_s`` for the first message, then
-        take what is already there without waiting (a record never waits for a batch to fill)."""
+        take what is already there (at most ``room`` messages) without waiting: a record never waits
+        for a batch to fill. Returns how many messages were taken."""
         first = consumer.poll(wait_s)
         if first is None:
-            return
-        msgs = [first, *consumer.consume(_DRAIN, 0)]
+            return 0
+        msgs = [first, *consumer.consume(min(_DRAIN, room - 1), 0)] if room > 1 else [first]
         runs: dict[PartitionKey, list[Record]] = {}
         ended: list[PartitionKey] = []
         for m in msgs:
@@ -177,6 +182,7 @@ class StreamTask:
             self.done.update(fresh)
             if fresh:
                 consumer.incremental_unassign([TopicPartition(t, p) for t, p in fresh])
+        return len(msgs)
 
     def _error(self, err: KafkaError, key: PartitionKey, r: SourceRange | None) -> None:
         """A consumer error: a partition's end is news (``--once``); a position the source no longer has,

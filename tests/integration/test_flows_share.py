@@ -84,6 +84,9 @@ def test_a_flow_with_a_backlog_does_not_starve_another(
         f"A->B.topics = {big}\n{y}.enabled = true\n{y}.topics = {small}\n"
         f"D->B.enabled = true\nD->B.topics = {bad}\nD->B.sync.topic.configs.enabled = false\n"
         f"sparkmirror.task.max.records = {TASK_MAX}\nsparkmirror.trigger.interval.ms = 100\n"
+        # Rounds and fair pools are the micro-batch engine's; the streaming engine gives each flow
+        # tasks of its own (test_streaming_engine.py).
+        "sparkmirror.engine = batch\n"
     )
     cfg = write_config(
         tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints, extra=extra

@@ -45,7 +45,9 @@ def test_records_deleted_before_mirroring_are_reported(bootstraps, spark, tmp_pa
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=checkpoints,
-        extra=f"A->B.topics = {topic}\nsparkmirror.trigger.interval.ms = 20000\n",
+        # The quiet window is the micro-batch engine's; a streaming task copies records as they come
+        # (its loss while running fails the task's read, and the restart reports it: below).
+        extra=f"A->B.topics = {topic}\nsparkmirror.trigger.interval.ms = 20000\nsparkmirror.engine = batch\n",
     )
     mirror = Mirror(load_config(cfg))
     thread = threading.Thread(target=mirror.run, daemon=True)

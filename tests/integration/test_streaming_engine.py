@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from kafka_helpers import Rec, create_topics, produce, read_partition, running_mirror, unique, wait_for, write_config
 from sparkmirror.config import load_config
@@ -140,3 +141,59 @@ def test_a_failed_streaming_task_is_retried_from_the_progress_on_the_target(
     assert {r.value for r in first + second} <= set(values)
     again = len(values) - 1200
     assert 0 < again <= 600, again
+
+
+def test_each_flow_has_tasks_of_its_own_and_a_backlog_does_not_delay_another(
+    bootstraps, spark, tmp_path: Path, checkpoints
+) -> None:
+    """Two flows in one process (the session's two task slots, one task each): while A->B copies a
+    backlog, B->A's records arrive within a commit interval or two of being produced, measured in
+    A->B's progress: A->B copies less than a tenth of its backlog while one B->A record waits."""
+    big, small = unique("backlog"), unique("trickle")
+    create_topics(bootstraps["A"], {big: 2})
+    create_topics(bootstraps["B"], {small: 1})
+    backlog = 300_000
+    p = Producer({"bootstrap.servers": bootstraps["A"], "linger.ms": 20, "batch.size": 262144})
+    for i in range(backlog):
+        while True:
+            try:
+                p.produce(big, b"x" * 40, partition=i % 2)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(120) == 0
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
+        extra=f"A->B.topics = {big}\nB->A.enabled = true\nB->A.topics = {small}\nsparkmirror.engine = streaming\n",
+    )
+    trickle = Producer({"bootstrap.servers": bootstraps["B"], "linger.ms": 0})
+    waited: list[int] = []
+    with running_mirror(cfg):
+        wait_for(lambda: 0 < _total(bootstraps["B"], f"A.{big}", 2), timeout_s=120, what="A->B to start")
+        wait_for(lambda: _count(bootstraps["A"], f"B.{small}", 0) >= 0, timeout_s=120, what="B->A to start")
+        for n in range(3):
+            before = _total(bootstraps["B"], f"A.{big}", 2)
+            if before >= backlog:
+                break
+            trickle.produce(small, str(n).encode(), partition=0)
+            trickle.flush(10)
+            wait_for(lambda n=n: _count(bootstraps["A"], f"B.{small}", 0) > n, timeout_s=60, what=f"trickle {n}")
+            waited.append(_total(bootstraps["B"], f"A.{big}", 2) - before)
+    assert waited, "A->B copied its whole backlog before B->A's first record was sent"
+    assert max(waited) <= backlog // 10, waited
+
+
+def _total(bootstrap: str, topic: str, partitions: int) -> int:
+    """Records in all of ``topic``'s partitions by their end offsets (0 while it does not exist)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("w")})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    except Exception:  # noqa: BLE001 - not made yet
+        return 0
+    finally:
+        c.close()

@@ -145,12 +145,14 @@ class SparkSettings(_Frozen):
     Default: ``$XDG_STATE_HOME/sparkmirror/checkpoints`` (``~/.local/state/…``), whatever the working
     directory; a relative path is taken from the configuration file's directory. Losing it costs no
     record twice: a flow without its checkpoint resumes from what the target says was mirrored."""
-    engine: Literal["batch", "streaming"] = Field(default="batch", alias="sparkmirror.engine")
-    """How the copy runs on Spark. ``batch``: Structured Streaming micro-batches, each planned, copied by
-    short tasks and committed in Spark's checkpoint. ``streaming``: long-running Spark tasks, each owning
-    a set of source partitions with one consumer and one producer, copying every record as it arrives
-    and making progress durable on the target every ``sparkmirror.commit.interval.ms`` (the latency of
-    MM2; docs/decisions.md, "The streaming engine"). Direct reader and Python writer only."""
+    engine: Literal["batch", "streaming"] = Field(default="streaming", alias="sparkmirror.engine")
+    """How the copy runs on Spark. ``streaming`` (default): long-running Spark tasks, each owning a set of
+    source partitions with one consumer and one producer, copying every record as it arrives and making
+    progress durable on the target every ``sparkmirror.commit.interval.ms`` (the latency of MM2;
+    docs/decisions.md, "The streaming engine"); direct reader and Python writer only. ``batch``:
+    Structured Streaming micro-batches, each planned, copied by short tasks and committed in Spark's
+    checkpoint; the default when ``sparkmirror.writer = jvm`` or ``sparkmirror.source.reader = spark``
+    is set, which only it runs."""
     commit_interval_ms: int = Field(default=200, ge=10, le=600_000, alias="sparkmirror.commit.interval.ms")
     """Streaming engine: how often each task makes its progress durable on the target (offset-map
     segments and each partition's next source offset; exactly-once: one transaction per transaction
@@ -220,6 +222,19 @@ class SparkSettings(_Frozen):
     @classmethod
     def _hide_secrets(cls, value: Mapping[str, Any]) -> ClientProps:
         return _protect(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_for_the_writer(cls, data: Any) -> Any:
+        """Without ``sparkmirror.engine``, a flow set to the JVM writer or Spark's reader keeps the engine
+        that runs them (micro-batches), as before the streaming engine was the default."""
+        if not isinstance(data, Mapping) or "sparkmirror.engine" in data or "engine" in data:
+            return data
+        writer = data.get("sparkmirror.writer", data.get("writer"))
+        reader = data.get("sparkmirror.source.reader", data.get("source_reader"))
+        if writer == "jvm" or reader == "spark":
+            return {**data, "sparkmirror.engine": "batch"}
+        return data
 
     def spark_conf(self, reveal_secrets: bool = False) -> dict[str, str]:
         """The Spark configuration as plain strings (secrets hidden unless ``reveal_secrets``)."""

@@ -134,6 +134,10 @@ class WritePlan:
         conf = {**READER_DEFAULTS, **self.source_consumer_config, **READER_SETTINGS}
         if self.engine == "streaming":
             conf["auto.offset.reset"] = "error"
+            # An idle task's fetches wait on the broker, which answers as soon as a record comes:
+            # longer waits cost no latency and wake the worker less often (an idle flow's CPU).
+            if "fetch.wait.max.ms" not in self.source_consumer_config:
+                conf["fetch.wait.max.ms"] = "500"
         conf["group.id"] = reader_group(self.flow)  # never joined, never committed to
         conf.setdefault("client.id", f"sparkmirror-{self.flow}-reader")
         return conf

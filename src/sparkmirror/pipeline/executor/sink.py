@@ -462,6 +462,11 @@ class Sink:
             self.parts[(w.topic, w.partition)] = fresh
         return results
 
+    @property
+    def written(self) -> bool:
+        """Whether a partition has records since the last commit (:meth:`checkpoint`)."""
+        return any(w.begun for w in self.parts.values())
+
     def serve(self) -> None:
         """Serve every producer's delivery reports that have arrived (a streaming task between records)."""
         for p in self._producers:

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 _DRAIN = 10_000
 #: Longest wait for the first record of a read: how often an idle task looks at its clock.
 _IDLE_WAIT_S = 0.5
+#: Seconds between two reports of an idle task: how soon it learns of a stop, and the driver of its lag.
+_HEARTBEAT_S = 1.0
 #: Seconds between two collections of the worker's heap while the collector is paused.
 _COLLECT_EVERY_S = 60.0
 
@@ -95,11 +97,13 @@ class StreamTask:
             next_collect = time.monotonic() + _COLLECT_EVERY_S
             with collector_paused():
                 handed = 0  # records handed to the sink since the last commit
+                next_report = 0.0  # an idle task reports (and learns of a stop) this often
                 most = max(1, plan.interval_max_records)
                 while True:
                     now = time.monotonic()
                     if len(self.done) < len(self.ranges):
-                        wait = min(_IDLE_WAIT_S, max(0.0, next_commit - now))
+                        # Nothing written since the last commit: nothing to commit until a record comes.
+                        wait = min(_IDLE_WAIT_S, max(0.0, next_commit - now)) if sink.written else _IDLE_WAIT_S
                         handed += self._read(consumer, sink, wait, most - handed)
                     else:
                         time.sleep(max(0.0, min(_IDLE_WAIT_S, next_commit - now)))
@@ -111,6 +115,10 @@ class StreamTask:
                     results = sink.checkpoint()
                     refused = any(r.error for r in results)
                     finished = refused or len(self.done) == len(self.ranges)
+                    if not results and not finished and now < next_report:
+                        next_commit = time.monotonic() + interval_s
+                        continue  # idle: nothing to say until the next heartbeat
+                    next_report = now + _HEARTBEAT_S
                     report = Report(
                         self.task, attempt, [r.as_row() for r in results], self._positions(consumer), final=finished
                     )

@@ -186,7 +186,9 @@ class StreamTask:
         if ended:
             from confluent_kafka import TopicPartition
 
-            fresh = [k for k in ended if k not in self.done]
+            # Once each: a partition's last record and its end can come in the same read, and librdkafka
+            # aborts the process on a partition unassigned twice (rd_kafka_assignment_subtract).
+            fresh = sorted({k for k in ended if k not in self.done})
             self.done.update(fresh)
             if fresh:
                 consumer.incremental_unassign([TopicPartition(t, p) for t, p in fresh])

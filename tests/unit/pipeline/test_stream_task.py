@@ -1,0 +1,92 @@
+"""The streaming task's read loop, with a stand-in consumer and sink (no Kafka)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError
+
+from sparkmirror.core.policy import DefaultReplicationPolicy
+from sparkmirror.core.ranges import SourceRange
+from sparkmirror.pipeline.executor.plan import WritePlan
+from sparkmirror.pipeline.executor.stream import StreamTask
+
+
+@dataclass
+class Msg:
+    t: str
+    p: int
+    o: int
+    eof: bool = False
+
+    def error(self) -> KafkaError | None:
+        return KafkaError(KafkaError._PARTITION_EOF) if self.eof else None
+
+    def topic(self) -> str:
+        return self.t
+
+    def partition(self) -> int:
+        return self.p
+
+    def offset(self) -> int:
+        return self.o
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1000 + self.o)
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes:
+        return b"v%d" % self.o
+
+    def headers(self) -> None:
+        return None
+
+
+class Consumer:
+    def __init__(self, msgs: list[Msg]) -> None:
+        self.msgs = msgs
+        self.unassigned: list[list[tuple[str, int]]] = []
+
+    def poll(self, _timeout: float) -> Msg | None:
+        return self.msgs.pop(0) if self.msgs else None
+
+    def consume(self, n: int, _timeout: float) -> list[Msg]:
+        out, self.msgs = self.msgs[:n], self.msgs[n:]
+        return out
+
+    def incremental_unassign(self, tps: list[object]) -> None:
+        self.unassigned.append([(tp.topic, tp.partition) for tp in tps])  # type: ignore[attr-defined]
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.written: dict[tuple[str, int], list[int]] = {}
+
+    def write(self, key: tuple[str, int], records: list[tuple[int, object, object, int, object]]) -> None:
+        self.written.setdefault(key, []).extend(r[0] for r in records)
+
+
+PLAN = WritePlan(flow="A->B", source_alias="A", policy=DefaultReplicationPolicy(), producer_config={})
+
+
+def test_a_partitions_last_record_and_its_end_in_one_read_unassign_it_once() -> None:
+    task = StreamTask(PLAN, 0, [SourceRange("t", 0, 0, 3), SourceRange("t", 1, 0, 10)])
+    task.next = {("t", 0): 0, ("t", 1): 0}
+    consumer = Consumer([Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2), Msg("t", 0, 3, eof=True), Msg("t", 1, 0)])
+    sink = Sink()
+    assert task._read(consumer, sink, 0.1, 100) == 5  # type: ignore[arg-type]
+    assert consumer.unassigned == [[("t", 0)]]
+    assert task.done == {("t", 0)}
+    assert sink.written == {("t", 0): [0, 1, 2], ("t", 1): [0]}
+
+
+def test_records_past_a_ranges_end_or_already_copied_are_not_written() -> None:
+    task = StreamTask(PLAN, 0, [SourceRange("t", 0, 5, 8)])
+    task.next = {("t", 0): 6}
+    consumer = Consumer([Msg("t", 0, 5), Msg("t", 0, 6), Msg("t", 0, 9)])
+    sink = Sink()
+    task._read(consumer, sink, 0.1, 100)  # type: ignore[arg-type]
+    assert sink.written == {("t", 0): [6]}
+    assert task.done == {("t", 0)} and consumer.unassigned == [[("t", 0)]]

@@ -29,8 +29,12 @@ log = logging.getLogger(__name__)
 #: Seconds a task waits to connect to the driver, and for the driver's answer to one report.
 CONNECT_S = 30.0
 ANSWER_S = 60.0
-#: The longest report line the driver reads (a task of 1,000 partitions sends about 300 KB).
+#: The longest report line the driver reads (a task of 1,000 partitions sends about 300 KB), and the
+#: longest first line (the token), read before anything else.
 MAX_LINE = 64 * 1024 * 1024
+HELLO_MAX = 4096
+#: Seconds the driver waits for a task's next line (tasks report at least every second).
+IDLE_S = 300.0
 
 
 @dataclass
@@ -80,6 +84,8 @@ class ReportClient:
         self.sock = socket.create_connection(address, timeout=CONNECT_S)
         self.sock.settimeout(ANSWER_S)
         self.reader = self.sock.makefile("rb")
+        # The token first, on a short line: the driver reads nothing large from a peer without it.
+        self.sock.sendall(json.dumps({"token": token}).encode() + b"\n")
 
     def send(self, report: Report) -> bool:
         """Send ``report``; True when the driver says the task is to stop."""
@@ -111,7 +117,11 @@ class ReportServer:
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
-                outer._serve(self.rfile, self.wfile, self.client_address)
+                self.request.settimeout(IDLE_S)
+                try:
+                    outer._serve(self.rfile, self.wfile, self.client_address)
+                except OSError as exc:  # a task gone (timeout, reset): its next attempt connects anew
+                    log.debug("report channel: %s: %s", self.client_address, exc)
 
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
@@ -123,6 +133,14 @@ class ReportServer:
         self.thread.start()
 
     def _serve(self, rfile: object, wfile: object, peer: object) -> None:
+        try:
+            hello = json.loads(rfile.readline(HELLO_MAX))  # type: ignore[attr-defined]
+            token = str(hello.get("token", "")) if isinstance(hello, dict) else ""
+        except ValueError:
+            token = ""
+        if not hmac.compare_digest(token.encode(), self.token.encode()):
+            log.warning("report channel: a connection from %s without this run's token; closed", peer)
+            return
         while True:
             line = rfile.readline(MAX_LINE)  # type: ignore[attr-defined]
             if not line:

@@ -519,6 +519,8 @@ class Flow:
             interval_max_records=flow.spark.batch_max_records,
             tails=self.store.tails(),
             writers={},
+            # Each job's producers are new (the previous job's, fenced by them, may still be cached).
+            producer_generation=uuid.uuid4().hex,
         )
         resumed = [
             SourceRange(t, int(p), o, OPEN_END) for t, parts in progress.items() for p, o in parts.items() if o >= 0

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds a stop waits for the tasks to finish their interval before it cancels them.
 STOP_WAIT_S = 60.0
+#: Seconds after the job's start by which every task should have reported (else: no free task slot).
+START_WAIT_S = 60.0
 
 
 def assign(ranges: Iterable[SourceRange], tasks: int, plan: WritePlan) -> list[list[SourceRange]]:
@@ -79,7 +81,11 @@ class StreamingCopy:
         self.server = ReportServer(token, self._on_report, bind="127.0.0.1" if local else "0.0.0.0", advertise=host)
         self.plan = plan.__class__(**{**plan.__dict__, "report_address": self.server.address, "report_token": token})
         self.groups = assign(ranges, tasks, self.plan)
-        self.group_id = f"sparkmirror-stream-{self.flow}-{token[:8]}"
+        self.group_id = f"sparkmirror-stream-{self.flow}-{secrets.token_hex(4)}"
+        self.started = time.monotonic()
+        #: Tasks that have reported at least once; one that never does waits for a task slot.
+        self.reported: set[int] = set()
+        self._slow_start_said = False
         self._thread = threading.Thread(target=self._run, name=f"sparkmirror-stream {self.flow}", daemon=True)
         self._thread.start()
 
@@ -97,6 +103,7 @@ class StreamingCopy:
 
     def progress_json(self) -> dict[str, object]:
         """The tasks' positions in the shape of a StreamingQueryProgress (its sources' offsets)."""
+        self._check_started()
         done: dict[str, dict[str, int]] = {}
         latest: dict[str, dict[str, int]] = {}
         with self._lock:
@@ -104,6 +111,30 @@ class StreamingCopy:
                 done.setdefault(t, {})[str(p)] = nxt
                 latest.setdefault(t, {})[str(p)] = max(nxt, end)
         return {"sources": [{"endOffset": done, "latestOffset": latest}]}
+
+    def _check_started(self) -> None:
+        """Say once if a task has not started a minute after the job: it waits for a task slot (a core),
+        and its partitions are not copied meanwhile."""
+        if self._slow_start_said or time.monotonic() - self.started < START_WAIT_S or not self.isActive:
+            return
+        with self._lock:
+            waiting = [i for i in range(len(self.groups)) if i not in self.reported]
+        if not waiting:
+            return
+        self._slow_start_said = True
+        parts = [f"{r.topic}[{r.partition}]" for i in waiting for r in self.groups[i]]
+        log.error(
+            "flow=%s %d of %d streaming tasks have not started after %.0fs; %d partitions (%s) are not copied "
+            "until they do. Each task holds a task slot (a core) for as long as the flow runs: give the "
+            "application at least as many slots as the flows' tasks (sparkmirror.spark.master = local[N], "
+            "or more executor cores)",
+            self.flow,
+            len(waiting),
+            len(self.groups),
+            START_WAIT_S,
+            len(parts),
+            ", ".join(parts[:5]) + (" …" if len(parts) > 5 else ""),
+        )
 
     def stop(self) -> None:
         """Tell every task to stop after its current interval; cancel what has not stopped in time."""
@@ -113,6 +144,8 @@ class StreamingCopy:
             log.warning("flow=%s streaming tasks did not stop within %.0fs; cancelling them", self.flow, STOP_WAIT_S)
             self.spark.sparkContext.cancelJobGroup(self.group_id)
             self._thread.join(30)
+            if self._thread.is_alive():
+                log.error("flow=%s streaming tasks still running 30s after they were cancelled", self.flow)
         self.server.close()
 
     # -- the job -----------------------------------------------------------------------------
@@ -146,12 +179,18 @@ class StreamingCopy:
                 if self._error is None and not self._stop.is_set():
                     self._error = exc
         finally:
+            self._stop.set()  # tasks of a failed job still reporting are told to stop
             self.server.close()
 
     def _on_report(self, report: Report) -> bool:
         """One task's interval: its results recorded as a micro-batch's; True tells it to stop."""
-        results = [PartitionResult.from_row(row) for row in report.results]
+        try:
+            results = [PartitionResult.from_row(row) for row in report.results]
+        except Exception as exc:  # noqa: BLE001 - a report the driver cannot read is said, not fatal
+            log.error("flow=%s task %d: unreadable report (%s); its metrics are skipped", self.flow, report.task, exc)
+            results = []
         with self._lock:
+            self.reported.add(report.task)
             for t, p, nxt, end in report.positions:
                 self.positions[(t, p)] = (nxt, end)
             if self._error is None and results:
@@ -161,5 +200,8 @@ class StreamingCopy:
                     self._error = exc
                     self._stop.set()
         if self.handler.metrics is not None and results:
-            self.handler.metrics.batch(results, self.plan.commit_interval_ms / 1000, time.time())
+            try:
+                self.handler.metrics.batch(results, self.plan.commit_interval_ms / 1000, time.time())
+            except Exception as exc:  # noqa: BLE001 - metrics must not fail the copy
+                log.warning("flow=%s metrics of task %d not counted: %s", self.flow, report.task, exc)
         return self._stop.is_set()

@@ -133,12 +133,28 @@ class DurableAtLeastOnce(AtLeastOnce):
             )
         positions = [TopicPartition(w.remote, w.partition, w.last_offset + 1) for w in parts]
         consumer = clients.progress_consumer(plan)
-        retry_within(
-            lambda left: consumer.commit(offsets=positions, asynchronous=False),
-            what=f"flow={plan.flow} {_ranges(parts)}: committing the progress (group {plan.progress_group})",
-            limit_s=plan.target_wait_s,
-            detail=lambda: f"waiting for the coordinator of group {plan.progress_group} on the target",
-        )
+        what = f"flow={plan.flow} {_ranges(parts)}: committing the progress (group {plan.progress_group})"
+
+        def waiting() -> str:
+            return f"waiting for the coordinator of group {plan.progress_group} on the target"
+
+        # librdkafka's synchronous commit takes no timeout: bounded by a thread of its own (:mod:`.waits`).
+        deadline = time.monotonic() + plan.target_wait_s
+        try:
+            retry_within(
+                lambda left: call_within(
+                    lambda: consumer.commit(offsets=positions, asynchronous=False),
+                    what=what,
+                    limit_s=max(1.0, deadline - time.monotonic()),
+                    detail=waiting,
+                ),
+                what=what,
+                limit_s=plan.target_wait_s,
+                detail=waiting,
+            )
+        except WriteError:
+            clients.forget(consumer)  # its call may still be running: the next task makes a new one
+            raise
 
 
 def produce_segments(
@@ -303,6 +319,12 @@ class Transactional:
                 + ("another writer of these partitions took over" if fenced else "the ranges will be replayed"),
                 terminal=False,
             ) from None
+
+    def release(self) -> None:
+        """Nothing open (the streaming task's end): forget the task's producers; closed when unreferenced."""
+        for producer in self.producers.values():
+            clients.forget(producer)
+        self.producers.clear()
 
     def abandon(self, parts: Sequence[PartitionWrite]) -> None:
         """Abort what is open; forget every producer of the task (the next task makes and fences anew).

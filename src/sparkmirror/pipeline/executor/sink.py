@@ -475,6 +475,13 @@ class Sink:
     def abandon(self) -> None:
         self.commit.abandon(list(self.parts.values()))
 
+    def release(self) -> None:
+        """A streaming task that ends with everything committed: its exactly-once producers are not kept
+        for a later task (the next job's producers fence them), its at-least-once producer is."""
+        release = getattr(self.commit, "release", None)
+        if release is not None:
+            release()
+
     def _test_hook_fail(self) -> None:
         """TEST HOOK: fail the first attempt of a task once it has handed enough records to its producers."""
         from pyspark import TaskContext

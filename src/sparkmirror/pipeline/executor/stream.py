@@ -97,7 +97,8 @@ class StreamTask:
             next_collect = time.monotonic() + _COLLECT_EVERY_S
             with collector_paused():
                 handed = 0  # records handed to the sink since the last commit
-                next_report = 0.0  # an idle task reports (and learns of a stop) this often
+                next_report = 0.0  # a task reports (and learns of a stop) at least this often
+                stopping = False
                 most = max(1, plan.interval_max_records)
                 while True:
                     now = time.monotonic()
@@ -110,22 +111,27 @@ class StreamTask:
                     sink.serve()
                     now = time.monotonic()
                     if now < next_commit and handed < most:
+                        if now >= next_report:  # a long commit interval: still say where it stands
+                            next_report = now + _HEARTBEAT_S
+                            if channel.send(Report(self.task, attempt, [], self._positions(consumer))):
+                                next_commit, stopping = now, True  # told to stop: commit, then end
                         continue
                     handed = 0
                     results = sink.checkpoint()
                     refused = any(r.error for r in results)
                     finished = refused or len(self.done) == len(self.ranges)
-                    if not results and not finished and now < next_report:
+                    if not results and not finished and now < next_report and not stopping:
                         next_commit = time.monotonic() + interval_s
                         continue  # idle: nothing to say until the next heartbeat
                     next_report = now + _HEARTBEAT_S
                     report = Report(
                         self.task, attempt, [r.as_row() for r in results], self._positions(consumer), final=finished
                     )
-                    stop = channel.send(report)
+                    stop = channel.send(report) or stopping
                     if finished or stop:
                         if stop and not finished:
                             channel.send(Report(self.task, attempt, [], self._positions(consumer), final=True))
+                        sink.release()
                         return results
                     next_commit = time.monotonic() + interval_s
                     if now >= next_collect:

@@ -158,6 +158,9 @@ class SparkSettings(_Frozen):
     segments and each partition's next source offset; exactly-once: one transaction per transaction
     group). At least once, a crash copies at most this much again; exactly once, readers on the target
     see records this much later (docs/performance.md has the trade-off measured)."""
+    report_port: int = Field(default=0, ge=0, le=65535, alias="sparkmirror.report.port")
+    """Global, streaming engine: the driver's port its tasks report to every commit interval (0: any
+    free port). On Kubernetes, a fixed port the driver's Service exposes, as ``spark.driver.port``."""
     trigger_interval_ms: int = Field(default=100, ge=0, alias="sparkmirror.trigger.interval.ms")
     """Micro-batch trigger interval in milliseconds (0: start the next batch at once). Under load batches
     run back to back; the interval sets how often an idle flow asks the source for new records, and so the

@@ -104,15 +104,16 @@ class ReportClient:
 
 
 class ReportServer:
-    """The driver's end: takes every task's reports, answers whether to stop.
+    """The driver's end: takes every task's reports, answers whether to stop. One per process (a
+    fixed port serves every flow): each flow's job registers its token and what to do with a report.
 
     ``on_report(report)`` runs on the connection's thread (one per task) and returns True to stop
     the task; it must be thread-safe.
     """
 
-    def __init__(self, token: str, on_report: Callable[[Report], bool], *, bind: str, advertise: str) -> None:
-        self.token = token
-        self.on_report = on_report
+    def __init__(self, *, bind: str, advertise: str, port: int = 0) -> None:
+        self._handlers: dict[str, Callable[[Report], bool]] = {}
+        self._lock = threading.Lock()
         outer = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -127,10 +128,27 @@ class ReportServer:
             daemon_threads = True
             allow_reuse_address = True
 
-        self.server = Server((bind, 0), Handler)
+        self.server = Server((bind, port), Handler)
         self.address = (advertise, int(self.server.server_address[1]))
         self.thread = threading.Thread(target=self.server.serve_forever, name="sparkmirror-reports", daemon=True)
         self.thread.start()
+
+    def register(self, token: str, on_report: Callable[[Report], bool]) -> None:
+        with self._lock:
+            self._handlers[token] = on_report
+
+    def unregister(self, token: str) -> None:
+        with self._lock:
+            self._handlers.pop(token, None)
+
+    def _handler(self, token: str) -> Callable[[Report], bool] | None:
+        with self._lock:
+            handlers = list(self._handlers.items())
+        found = None
+        for known, handler in handlers:  # every token compared, in constant time each
+            if hmac.compare_digest(token.encode(), known.encode()):
+                found = handler
+        return found
 
     def _serve(self, rfile: object, wfile: object, peer: object) -> None:
         try:
@@ -138,8 +156,8 @@ class ReportServer:
             token = str(hello.get("token", "")) if isinstance(hello, dict) else ""
         except ValueError:
             token = ""
-        if not hmac.compare_digest(token.encode(), self.token.encode()):
-            log.warning("report channel: a connection from %s without this run's token; closed", peer)
+        if self._handler(token) is None:
+            log.warning("report channel: a connection from %s without a running job's token; closed", peer)
             return
         while True:
             line = rfile.readline(MAX_LINE)  # type: ignore[attr-defined]
@@ -147,14 +165,15 @@ class ReportServer:
                 return
             try:
                 body = json.loads(line)
-                token = str(body.get("token", ""))
             except ValueError:
                 log.warning("report channel: a malformed report from %s; connection closed", peer)
                 return
-            if not hmac.compare_digest(token.encode(), self.token.encode()):
-                log.warning("report channel: a report from %s without this run's token; connection closed", peer)
+            if not hmac.compare_digest(str(body.get("token", "")).encode(), token.encode()):
+                log.warning("report channel: a report from %s with another token; connection closed", peer)
                 return
-            stop = self.on_report(Report.from_json(body))
+            on_report = self._handler(token)
+            # A job that has ended (stopped, failed) tells its remaining tasks to stop.
+            stop = True if on_report is None else on_report(Report.from_json(body))
             wfile.write(json.dumps({"stop": stop}).encode() + b"\n")  # type: ignore[attr-defined]
             wfile.flush()  # type: ignore[attr-defined]
 

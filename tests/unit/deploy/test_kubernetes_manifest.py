@@ -153,7 +153,13 @@ def test_spark_settings_point_at_this_manifest() -> None:
     assert service["spec"]["clusterIP"] == "None"  # executors reach the driver's pod itself
     service_ports = {p["port"] for p in service["spec"]["ports"]}
     container_ports = {p["containerPort"] for p in _driver()["ports"]}
-    for port in (conf["spark.driver.port"], conf["spark.driver.blockManager.port"], props["sparkmirror.metrics.port"]):
+    ports = (
+        conf["spark.driver.port"],
+        conf["spark.driver.blockManager.port"],
+        props["sparkmirror.metrics.port"],
+        props["sparkmirror.report.port"],  # the streaming engine's tasks report there
+    )
+    for port in ports:
         assert int(port) in service_ports and int(port) in container_ports, port
     # The executors mount the same secret at the same path (their librdkafka reads the trust store).
     secret = _one("Deployment")["spec"]["template"]["spec"]["volumes"]

@@ -44,6 +44,27 @@ STOP_WAIT_S = 60.0
 START_WAIT_S = 60.0
 
 
+_SERVERS: dict[tuple[str, int], ReportServer] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def report_server(spark: SparkSession, port: int) -> ReportServer:
+    """The process's report server (``sparkmirror.report.port``; 0: any free port), made at first use.
+
+    Embedded (``local``), it listens on loopback; on a cluster on every interface, and the tasks
+    reach it at ``spark.driver.host``, as they reach the driver's own ports.
+    """
+    local = str(spark.sparkContext.master).startswith("local")
+    host = "127.0.0.1" if local else str(spark.conf.get("spark.driver.host", "127.0.0.1"))
+    with _SERVERS_LOCK:
+        server = _SERVERS.get((host, port))
+        if server is None:
+            server = ReportServer(bind="127.0.0.1" if local else "0.0.0.0", advertise=host, port=port)
+            _SERVERS[(host, port)] = server
+            log.info("streaming tasks report to %s:%d", host, server.address[1])
+        return server
+
+
 def assign(ranges: Iterable[SourceRange], tasks: int, plan: WritePlan) -> list[list[SourceRange]]:
     """The flow's partitions shared among at most ``tasks`` tasks, about as many each; exactly-once
     keeps a transaction group in one task."""
@@ -75,10 +96,10 @@ class StreamingCopy:
         self.positions: dict[tuple[str, int], tuple[int, int]] = {
             (r.topic, r.partition): (r.start, r.start) for r in ranges
         }
-        local = str(spark.sparkContext.master).startswith("local")
-        host = "127.0.0.1" if local else str(spark.conf.get("spark.driver.host", "127.0.0.1"))
         token = secrets.token_hex(16)
-        self.server = ReportServer(token, self._on_report, bind="127.0.0.1" if local else "0.0.0.0", advertise=host)
+        self.token = token
+        self.server = report_server(spark, handler.flow.spark.report_port)
+        self.server.register(token, self._on_report)
         self.plan = plan.__class__(**{**plan.__dict__, "report_address": self.server.address, "report_token": token})
         self.groups = assign(ranges, tasks, self.plan)
         self.group_id = f"sparkmirror-stream-{self.flow}-{secrets.token_hex(4)}"
@@ -146,7 +167,7 @@ class StreamingCopy:
             self._thread.join(30)
             if self._thread.is_alive():
                 log.error("flow=%s streaming tasks still running 30s after they were cancelled", self.flow)
-        self.server.close()
+        self.server.unregister(self.token)
 
     # -- the job -----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -179,8 +200,8 @@ class StreamingCopy:
                 if self._error is None and not self._stop.is_set():
                     self._error = exc
         finally:
-            self._stop.set()  # tasks of a failed job still reporting are told to stop
-            self.server.close()
+            self._stop.set()
+            self.server.unregister(self.token)  # tasks of a failed job still reporting are told to stop
 
     def _on_report(self, report: Report) -> bool:
         """One task's interval: its results recorded as a micro-batch's; True tells it to stop."""

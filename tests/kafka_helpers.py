@@ -61,6 +61,21 @@ class Rec:
     timestamp: int
 
 
+def varied_records(partition: int, n: int, first: int = 0) -> list[Rec]:
+    """Records ``first`` to ``first + n - 1`` of a partition, recent timestamps, with null keys and values
+    and headers (one without a value) here and there: what a copy must keep byte for byte."""
+    now = int(time.time() * 1000)
+    out = []
+    for i in range(first, first + n):
+        key = None if i % 7 == 0 else f"k{partition}-{i}".encode()
+        value = None if i % 11 == 0 else f"v{partition}-{i}".encode() * (1 + i % 5)
+        headers: tuple[tuple[str, bytes | None], ...] = ()
+        if i % 3 == 0:
+            headers = (("h", f"{i}".encode()), ("empty", None))
+        out.append(Rec(key, value, headers, now - 1000 + i))
+    return out
+
+
 def produce(bootstrap: str, topic: str, partition: int, records: Iterable[Rec], **conf: Any) -> None:
     errors: list[Any] = []
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, **conf})

@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_helpers import Rec, create_topics, produce, read_partition, running_mirror, unique, wait_for, write_config
+from kafka_helpers import varied_records as _records
 from sparkmirror.config import load_config
 from sparkmirror.core.naming import progress_group
 from sparkmirror.core.offsetmap import Method
@@ -27,17 +28,6 @@ from sparkmirror.offsets.store import read_offset_map
 from sparkmirror.pipeline.driver.mirror import Mirror
 
 EXACTLY_ONCE = "exactly.once.source.support = enabled\n"
-
-
-def _records(partition: int, n: int, first: int = 0) -> list[Rec]:
-    now = int(time.time() * 1000)
-    out = []
-    for i in range(first, first + n):
-        key = None if i % 7 == 0 else f"k{partition}-{i}".encode()
-        value = None if i % 11 == 0 else f"v{partition}-{i}".encode() * (1 + i % 5)
-        headers: tuple[tuple[str, bytes | None], ...] = (("h", f"{i}".encode()), ("empty", None)) if i % 3 == 0 else ()
-        out.append(Rec(key, value, headers, now - 1000 + i))
-    return out
 
 
 def _config(bootstraps, tmp_path: Path, checkpoints: Path, topic: str, extra: str = "") -> Path:

@@ -210,24 +210,7 @@ class RangeReader:
             consumer.incremental_unassign([TopicPartition(t, p) for t, p in active])
 
     def _client_error(self, err: KafkaError) -> None:
-        """An error of the consumer as a whole (connection, authentication): fatal ones fail the task."""
-        from confluent_kafka import KafkaError
-
-        fatal = {
-            KafkaError._AUTHENTICATION,
-            KafkaError._SSL,
-            KafkaError.SASL_AUTHENTICATION_FAILED,
-            KafkaError.TOPIC_AUTHORIZATION_FAILED,
-            KafkaError.GROUP_AUTHORIZATION_FAILED,
-            KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-        }
-        if err.fatal() or err.code() in fatal:
-            raise WriteError(
-                f"flow={self.plan.flow}: the source consumer failed ({err.name()}: {err.str()}); "
-                "the batch will be replayed",
-                terminal=False,
-            )
-        log.warning("flow=%s source consumer: %s: %s", self.plan.flow, err.name(), err.str())
+        check_client_error(self.plan.flow, err, "the batch will be replayed")
 
     def _stalled(self, active: dict[PartitionKey, _Range]) -> None:
         s = next(iter(active.values()))
@@ -236,3 +219,22 @@ class RangeReader:
             f"(range ends at {s.r.until}) for {STALL_TIMEOUT_S:.0f}s; the batch will be replayed",
             terminal=False,
         )
+
+
+def check_client_error(flow: str, err: KafkaError, then: str) -> None:
+    """An error of a source consumer as a whole (connection, authentication), not of one partition:
+    a fatal one fails the task (a retriable :class:`WriteError` ending in ``then``), any other is
+    logged and waited out. Both engines' readers ask it."""
+    from confluent_kafka import KafkaError
+
+    fatal = {
+        KafkaError._AUTHENTICATION,
+        KafkaError._SSL,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+    if err.fatal() or err.code() in fatal:
+        raise WriteError(f"flow={flow}: the source consumer failed ({err.name()}: {err.str()}); {then}", terminal=False)
+    log.warning("flow=%s source consumer: %s: %s", flow, err.name(), err.str())

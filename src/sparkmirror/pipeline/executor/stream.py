@@ -33,6 +33,7 @@ from sparkmirror.pipeline.executor.commit import commit_for
 from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.sink import Record, Sink
+from sparkmirror.pipeline.executor.sources import check_client_error
 from sparkmirror.pipeline.executor.tasks import collector_paused, keep_zip_directories
 from sparkmirror.pipeline.reports import Report, ReportClient
 
@@ -215,20 +216,7 @@ class StreamTask:
                 "the task is restarted from the progress on the target",
                 terminal=False,
             )
-        fatal = {
-            KafkaError._AUTHENTICATION,
-            KafkaError._SSL,
-            KafkaError.SASL_AUTHENTICATION_FAILED,
-            KafkaError.TOPIC_AUTHORIZATION_FAILED,
-            KafkaError.GROUP_AUTHORIZATION_FAILED,
-            KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-        }
-        if err.fatal() or code in fatal:
-            raise WriteError(
-                f"flow={self.plan.flow}: the source consumer failed ({err.name()}: {err.str()}); the task is restarted",
-                terminal=False,
-            )
-        log.warning("flow=%s source consumer: %s: %s", self.plan.flow, err.name(), err.str())
+        check_client_error(self.plan.flow, err, "the task is restarted")
 
     def _positions(self, consumer: Consumer | None) -> list[tuple[str, int, int, int]]:
         """Every assigned partition's next offset and the source's end as the consumer last saw it."""

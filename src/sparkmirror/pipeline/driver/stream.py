@@ -17,6 +17,7 @@ progress: progress is what the target holds.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import threading
@@ -100,7 +101,7 @@ class StreamingCopy:
         self.token = token
         self.server = report_server(spark, handler.flow.spark.report_port)
         self.server.register(token, self._on_report)
-        self.plan = plan.__class__(**{**plan.__dict__, "report_address": self.server.address, "report_token": token})
+        self.plan = dataclasses.replace(plan, report_address=self.server.address, report_token=token)
         self.groups = assign(ranges, tasks, self.plan)
         self.group_id = f"sparkmirror-stream-{self.flow}-{secrets.token_hex(4)}"
         self.started = time.monotonic()

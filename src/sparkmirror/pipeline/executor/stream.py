@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from sparkmirror.core.ranges import OPEN_END, SourceRange
+from sparkmirror.core.ranges import SourceRange
 from sparkmirror.logs import worker_logging
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor import clients
@@ -234,5 +234,3 @@ class StreamTask:
             out.append((t, p, nxt, end))
         return out
 
-
-__all__ = ["OPEN_END", "stream_partitions"]

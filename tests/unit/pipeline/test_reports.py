@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import pytest
 
-from sparkmirror.pipeline.reports import Report, ReportClient, ReportServer
+from sparkmirror.pipeline.reports import Report, ReportClient, ReportServer, merge
 
 
 @pytest.fixture
@@ -67,3 +68,50 @@ def test_nothing_large_is_read_before_the_token(server: ReportServer) -> None:
             assert sock.recv(1) == b""
         except ConnectionResetError:
             pass  # closed with the rest unread: a reset
+
+
+def test_a_post_never_waits_for_a_busy_driver_and_what_queues_meanwhile_goes_as_one(server: ReportServer) -> None:
+    got: list[Report] = []
+    busy = threading.Event()
+
+    def on_report(report: Report) -> bool:
+        got.append(report)
+        busy.wait(10)  # the driver is busy with the first report
+        return False
+
+    server.register("t", on_report)
+    client = ReportClient(server.address, "t")
+    started = time.monotonic()
+    assert client.post(Report(0, 0, [{"n": 1}], [("t", 0, 1, 9)])) is False
+    while not got and time.monotonic() - started < 10:
+        time.sleep(0.01)  # the driver has the first one and is busy with it
+    assert client.post(Report(0, 0, [{"n": 2}], [("t", 0, 2, 9), ("t", 1, 5, 9)])) is False
+    assert client.post(Report(0, 0, [{"n": 3}], [("t", 0, 3, 9)])) is False
+    assert not busy.is_set() and len(got) == 1, "a post waited for the driver"
+    threading.Timer(0.3, busy.set).start()
+    assert client.send(Report(0, 0, [], [("t", 0, 4, 9)], final=True)) is False
+    client.close()
+    assert [r.results for r in got] == [[{"n": 1}], [{"n": 2}, {"n": 3}]]
+    assert sorted(got[1].positions) == [("t", 0, 4, 9), ("t", 1, 5, 9)] and got[1].final
+
+
+def test_merged_reports_keep_every_row_in_order_and_the_latest_positions() -> None:
+    merged = merge([Report(2, 1, [{"a": 1}], [("t", 0, 1, 5)]), Report(2, 1, [{"a": 2}], [], final=True)])
+    assert (merged.task, merged.attempt, merged.results, merged.positions, merged.final) == (
+        2,
+        1,
+        [{"a": 1}, {"a": 2}],
+        [("t", 0, 1, 5)],
+        True,
+    )
+
+
+def test_a_stop_said_in_answer_to_a_post_is_seen_without_waiting(server: ReportServer) -> None:
+    server.register("t", lambda _r: True)
+    client = ReportClient(server.address, "t")
+    client.post(Report(0, 0))
+    deadline = time.monotonic() + 10
+    while not client.stop_requested and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.stop_requested
+    client.close()

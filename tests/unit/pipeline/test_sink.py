@@ -4,6 +4,7 @@ pairing of delivery reports with upstream offsets (report order = produce order,
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -65,6 +66,8 @@ def test_a_record_over_the_limit_is_refused_before_it_is_sent(rows: list[Any]) -
             return 0
 
     class Commit:
+        serving = threading.Lock()
+
         def producer_for(self, _p: Any) -> Any:
             return Never()
 
@@ -267,6 +270,7 @@ class QueueFullProducer:
 class _OneProducer:
     def __init__(self, producer: Any) -> None:
         self.producer = producer
+        self.serving = threading.Lock()
 
     def producer_for(self, _p: Any) -> Any:
         return self.producer

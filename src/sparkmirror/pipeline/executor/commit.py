@@ -23,7 +23,9 @@ dead-lettered, or commit progress past a record it did not write. Any doubt abor
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +39,8 @@ from sparkmirror.pipeline.executor.sink import (
     PartitionWrite,
     await_acks,
     finish_segments,
+    flush_within,
+    produce_when_room,
     settle_record_failures,
 )
 from sparkmirror.pipeline.executor.waits import call_within, retry_within, target_text
@@ -71,6 +75,7 @@ class AtLeastOnce:
     def __init__(self, plan: WritePlan) -> None:
         self.plan = plan
         self.producer = clients.producer(plan)
+        self.serving = threading.Lock()
 
     def producer_for(self, partition: PartitionKey) -> Producer:
         return self.producer
@@ -101,6 +106,10 @@ class DurableAtLeastOnce(AtLeastOnce):
     the offset map is never behind the progress (a restart starts from either and copies no record it
     does not have to). Its floors, like exactly-once's, are the progress read when a task starts: a
     retried task starts where the last attempt's progress stands, not where the job began.
+
+    :meth:`finish` runs beside the task's reads (:mod:`.stream`): the producer keeps taking the next
+    interval's records while it waits, so it waits for the sealed records' own delivery reports
+    (served holding :attr:`serving`), never for the producer to be empty.
     """
 
     def open(self, parts: Sequence[PartitionWrite]) -> None:
@@ -112,23 +121,34 @@ class DurableAtLeastOnce(AtLeastOnce):
         from confluent_kafka import TopicPartition
 
         plan = self.plan
-        await_acks(self.producer, plan, parts)
-        if settle_record_failures(self.producer, plan, parts):
+        await_acks(self.producer, plan, parts, self.serving)
+        if settle_record_failures(self.producer, plan, parts, self.serving):
             return  # a refusal: the driver stops the flow; no progress past it
         finish_segments(plan, parts)
         errors: list[str] = []
+        answered: list[bool] = []
 
         def on_segment(err: KafkaError | None, _msg: Message) -> None:
+            answered.append(True)
             if err is not None:
                 errors.append(str(err))
 
-        for w in parts:
-            produce_segments(self.producer, plan, w, on_segment)
-        remaining = self.producer.flush(plan.flush_timeout_s)
-        if remaining or errors:
+        produced = sum(produce_segments(self.producer, plan, w, on_segment, self.serving) for w in parts)
+
+        def segments_waiting(_held: int, waited: float) -> str:
+            return (
+                f"flow={plan.flow} {_ranges(parts)}: {produced - len(answered)} offset-map segments not yet "
+                f"acknowledged by the target after {waited:.0f}s (giving up at {plan.flush_timeout_s:.0f}s)"
+            )
+
+        remaining = flush_within(
+            self.producer, plan.flush_timeout_s, lambda: len(answered) >= produced, segments_waiting, self.serving
+        )
+        if remaining is not None or errors:
             raise WriteError(
                 f"flow={plan.flow} {_ranges(parts)}: offset-map segments not acknowledged by the target "
-                f"({'; '.join(errors[:3]) or f'{remaining} unacknowledged'}); the records will be copied again",
+                f"({'; '.join(errors[:3]) or f'{produced - len(answered)} unacknowledged'}); "
+                "the records will be copied again",
                 terminal=False,
             )
         positions = [TopicPartition(w.remote, w.partition, w.last_offset + 1) for w in parts]
@@ -162,19 +182,31 @@ def produce_segments(
     plan: WritePlan,
     w: PartitionWrite,
     on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
-) -> None:
-    """The offset map's segments of ``w`` to the offset-map topic (exactly-once: inside the data's transaction)."""
+    serving: threading.Lock | None = None,
+) -> int:
+    """The offset map's segments of ``w`` to the offset-map topic (exactly-once: inside the data's
+    transaction); how many. A full local queue is waited out as a record's is (:func:`produce_when_room`)."""
     if not plan.offset_map_topic:
-        return
+        return 0
+    topic = plan.offset_map_topic
     now = int(time.time() * 1000)
     for seg in w.segments:
         rec = seg.to_record(now)
-        if on_delivery is None:
-            producer.produce(plan.offset_map_topic, key=rec.key_bytes(), value=rec.value_bytes())
-        else:
-            producer.produce(
-                plan.offset_map_topic, key=rec.key_bytes(), value=rec.value_bytes(), on_delivery=on_delivery
-            )
+        send = functools.partial(producer.produce, topic, key=rec.key_bytes(), value=rec.value_bytes())
+        if on_delivery is not None:
+            send = functools.partial(send, on_delivery=on_delivery)
+        try:
+            send()
+        except BufferError:
+
+            def queue_full(waited: float) -> str:
+                return (
+                    f"flow={plan.flow} {w.topic}[{w.partition}]: the producer's queue is full; an offset-map "
+                    f"segment has waited {waited:.0f}s for {topic} ({len(producer)} in the producer)"
+                )
+
+            produce_when_room(producer, send, queue_full, plan.flush_timeout_s, serving)
+    return len(w.segments)
 
 
 class Transactional:
@@ -182,6 +214,7 @@ class Transactional:
 
     def __init__(self, plan: WritePlan) -> None:
         self.plan = plan
+        self.serving = threading.Lock()
         #: This task's producer of each transactional id it writes with (one per group).
         self.producers: dict[str, Producer] = {}
         #: Transactional id -> its producer, while the id's transaction is open.

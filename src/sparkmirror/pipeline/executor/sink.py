@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Protocol
 
 from sparkmirror.core.offsetmap import Segment, extend_tail, segments_from_offsets
@@ -71,6 +73,8 @@ _NO_TIMESTAMP = 2**63 - 1
 _POLL_ALL_S = 0.05
 #: Seconds of one flush while a task waits for acknowledgements (it checks its limit and warns between them).
 _FLUSH_SLICE_S = 1.0
+#: Seconds of one wait for delivery reports while other records are being produced (the lock is held meanwhile).
+_SERVE_SLICE_S = 0.02
 #: Seconds a producer whose local queue is full serves delivery reports before it is offered the record again.
 _QUEUE_FULL_POLL_S = 0.05
 
@@ -235,6 +239,11 @@ class PartitionWrite:
 class Commit(Protocol):
     """How a sink's partitions become final: at least once, or in transactions (:mod:`.commit`)."""
 
+    #: Held by whoever serves the commit's producers' delivery reports: the task's loop, or (the
+    #: streaming engine at least once) the commit finishing an interval beside it. A partition's
+    #: reports then never run in two threads at once, so they stay in produce order.
+    serving: threading.Lock
+
     def producer_for(self, partition: PartitionKey) -> Producer:
         """The producer that writes this source partition."""
 
@@ -335,6 +344,9 @@ class Sink:
                     w.record_failures.append((offset, record, reason))
                     w.local_refusals += 1
                     continue
+            # In ``sent`` before the producer has it: its delivery report may be served in another
+            # thread (the commit finishing an earlier interval) as soon as it is produced.
+            sent.append(offset)
             try:
                 # Positional: (topic, value, key, partition, callback, on_delivery, timestamp, headers).
                 # Keywords cost about 1.3 µs a record more (docs/performance.md);
@@ -342,26 +354,26 @@ class Sink:
                 produce(remote, value, key_, partition, on_delivery, None, ts, headers)
             except BufferError:
                 # The local queue is full: the slow path serves delivery reports until it fits.
+                sent.pop()
                 if not self._produce_when_room(w, record):
                     continue
             except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
+                sent.pop()
                 self._local_refusal(w, exc, record)
                 continue
-            sent.append(offset)
             if (len(sent) & (_POLL_EVERY - 1)) == 0:
-                producer.poll(0)
+                self._serve(producer)
         w.bytes = written
         w.max_ts = max_ts
         w.min_ts = min_ts
         w.ts_sum = ts_sum
         w.last_offset = last
-        producer.poll(0)
+        self._serve(producer)
         if len(self._producers) > 1 and time.monotonic() >= self._next_poll_all:
             # Exactly-once has a producer per partition: serve the delivery reports of those whose
             # partitions got nothing lately too, a few times a second (not after every write).
             self._next_poll_all = time.monotonic() + _POLL_ALL_S
-            for p in self._producers:
-                p.poll(0)
+            self.serve()
         if self.plan.test_fail_after_records:
             self._test_hook_fail()
 
@@ -371,9 +383,14 @@ class Sink:
         producer = w.producer
 
         def produce() -> None:
-            producer.produce(
-                w.remote, value, key, partition=w.partition, timestamp=ts, headers=headers, on_delivery=w.delivered
-            )
+            w.sent.append(offset)  # before the producer has it, as in :meth:`write`
+            try:
+                producer.produce(
+                    w.remote, value, key, partition=w.partition, timestamp=ts, headers=headers, on_delivery=w.delivered
+                )
+            except BaseException:
+                w.sent.pop()
+                raise
 
         def waiting(waited: float) -> str:
             held = (
@@ -390,7 +407,7 @@ class Sink:
             )
 
         try:
-            produce_when_room(producer, produce, waiting, self.plan.flush_timeout_s)
+            produce_when_room(producer, produce, waiting, self.plan.flush_timeout_s, self.commit.serving)
         except WriteError:
             raise  # the queue never freed: already says where and why
         except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
@@ -433,44 +450,64 @@ class Sink:
         # producer now holds the partition's transactional id (the driver's ``writers``).
         return [w.result() for w in self.parts.values()]
 
-    def checkpoint(self) -> list[PartitionResult]:
-        """The streaming engine's commit: make every partition written since the last one final (its
-        :class:`Commit`: acknowledged, segments and progress durable; or the transaction committed),
-        return their results, and start the next interval on the same producers.
+    def seal(self) -> list[PartitionWrite]:
+        """The streaming engine's interval ends: every partition written since the last one is handed
+        over for :meth:`finish` and continues on the same producer in a fresh write.
 
-        A partition's next interval continues its last segment (``plan.tails``) and skips nothing
-        it has not skipped before: its floor and last offset carry over.
+        A fresh write skips nothing its interval's write had not skipped: floor and last offset carry
+        over. Its records may be produced while the sealed ones are still being finished.
         """
-        begun = [w for w in self.parts.values() if w.begun]
-        if not begun:
-            return []
-        self.commit.finish(begun)
-        acked_at = int(time.time() * 1000)
-        results = []
-        for w in begun:
-            w.acked_at_ms = acked_at
-            results.append(w.result())
-            if w.refusal is not None:
-                continue  # the task ends on it: this partition takes no more records
+        sealed = [w for w in self.parts.values() if w.begun]
+        for w in sealed:
             self._written_before += len(w.sent)
             fresh = PartitionWrite(w.topic, w.remote, w.partition, w.producer, w.limit)
             fresh.floor = w.floor
             fresh.last_offset = w.last_offset
+            self.parts[(w.topic, w.partition)] = fresh
+        return sealed
+
+    def finish(self, sealed: Sequence[PartitionWrite]) -> list[PartitionResult]:
+        """Make a sealed interval final (its :class:`Commit`: acknowledged, segments and progress
+        durable; or the transaction committed) and return its results. Intervals are finished one at
+        a time, in the order they were sealed: each continues the last segment of the one before
+        (``plan.tails``)."""
+        if not sealed:
+            return []
+        self.commit.finish(sealed)
+        acked_at = int(time.time() * 1000)
+        results = []
+        for w in sealed:
+            w.acked_at_ms = acked_at
+            results.append(w.result())
             if w.segments:
                 last = w.segments[-1]
                 self.plan.tails[(w.topic, w.partition)] = (last.upstream_start, last.downstream_start, last.count)
-            self.parts[(w.topic, w.partition)] = fresh
         return results
 
     @property
     def written(self) -> bool:
-        """Whether a partition has records since the last commit (:meth:`checkpoint`)."""
+        """Whether a partition has records since the last commit (:meth:`seal`)."""
         return any(w.begun for w in self.parts.values())
 
     def serve(self) -> None:
-        """Serve every producer's delivery reports that have arrived (a streaming task between records)."""
-        for p in self._producers:
-            p.poll(0)
+        """Serve every producer's delivery reports that have arrived (a streaming task between records),
+        unless the commit is serving them at the moment."""
+        lock = self.commit.serving
+        if lock.acquire(blocking=False):
+            try:
+                for p in self._producers:
+                    p.poll(0)
+            finally:
+                lock.release()
+
+    def _serve(self, producer: Producer) -> None:
+        """One producer's delivery reports that have arrived, unless the commit is serving them."""
+        lock = self.commit.serving
+        if lock.acquire(blocking=False):
+            try:
+                producer.poll(0)
+            finally:
+                lock.release()
 
     def abandon(self) -> None:
         self.commit.abandon(list(self.parts.values()))
@@ -495,7 +532,11 @@ class Sink:
 
 
 def produce_when_room(
-    producer: Producer, produce: Callable[[], None], waiting: Callable[[float], str], limit_s: float
+    producer: Producer,
+    produce: Callable[[], None],
+    waiting: Callable[[float], str],
+    limit_s: float,
+    serving: threading.Lock | None = None,
 ) -> None:
     """``produce()`` again until the producer's local queue takes the record, serving delivery
     reports meanwhile; for a caller whose ``produce()`` raised :class:`BufferError`.
@@ -506,13 +547,15 @@ def produce_when_room(
     for (``waiting(seconds waited)``) every :data:`~.waits.WARN_EVERY_S` seconds, and past
     ``limit_s`` (the flush limit: a ``delivery.timeout.ms`` above it, or a queue that frees no
     room) it fails the task with a retriable :class:`WriteError` saying the same. Errors of
-    ``produce()`` other than :class:`BufferError` are the caller's.
+    ``produce()`` other than :class:`BufferError` are the caller's. Delivery reports are served
+    holding ``serving`` (:attr:`Commit.serving`), if given.
     """
     started = time.monotonic()
     next_warning = started + WARN_EVERY_S
     deadline = started + limit_s
     while True:
-        producer.poll(_QUEUE_FULL_POLL_S)
+        with serving or nullcontext():
+            producer.poll(_QUEUE_FULL_POLL_S)
         try:
             produce()
             return
@@ -551,11 +594,14 @@ def check_report_order(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None
             )
 
 
-def await_acks(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWrite]) -> None:
+def await_acks(
+    producer: Producer, plan: WritePlan, parts: Sequence[PartitionWrite], serving: threading.Lock | None = None
+) -> None:
     """Wait until the target acknowledged every record of ``parts``; a failed delivery fails the batch.
 
     Every :data:`~.waits.WARN_EVERY_S` seconds of waiting says which partitions wait and who leads
-    them; past ``plan.flush_timeout_s`` the batch fails.
+    them; past ``plan.flush_timeout_s`` the batch fails. With ``serving`` (:func:`flush_within`) the
+    producer may take other records meanwhile.
     """
 
     def waiting(remaining: int, waited: float) -> str:
@@ -564,7 +610,9 @@ def await_acks(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWri
             f"(giving up at {plan.flush_timeout_s:.0f}s): {unacknowledged(producer, parts)}"
         )
 
-    remaining = flush_within(producer, plan.flush_timeout_s, lambda: all(w.pending <= 0 for w in parts), waiting)
+    remaining = flush_within(
+        producer, plan.flush_timeout_s, lambda: all(w.pending <= 0 for w in parts), waiting, serving
+    )
     if remaining is not None:
         raise WriteError(
             f"flow={plan.flow}: {remaining} records not acknowledged by the target within "
@@ -582,10 +630,18 @@ def await_acks(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWri
 
 
 def flush_within(
-    producer: Producer, limit_s: float, done: Callable[[], bool], waiting: Callable[[int, float], str]
+    producer: Producer,
+    limit_s: float,
+    done: Callable[[], bool],
+    waiting: Callable[[int, float], str],
+    serving: threading.Lock | None = None,
 ) -> int | None:
     """Flush ``producer`` until it holds nothing and ``done()``; None then, else (past ``limit_s``)
     how many records it still holds.
+
+    With ``serving`` (:attr:`Commit.serving`) the producer may be taking other records meanwhile (the
+    streaming engine's next interval), so it may never hold nothing: its delivery reports are served
+    holding the lock until ``done()`` alone.
 
     Every :data:`~.waits.WARN_EVERY_S` seconds of waiting logs ``waiting(records held, seconds waited)``.
     """
@@ -593,9 +649,16 @@ def flush_within(
     deadline = started + limit_s
     next_warning = started + WARN_EVERY_S
     while True:
-        remaining = producer.flush(_FLUSH_SLICE_S)
-        if remaining == 0 and done():
-            return None
+        if serving is None:
+            remaining = producer.flush(_FLUSH_SLICE_S)
+            if remaining == 0 and done():
+                return None
+        else:
+            with serving:
+                producer.poll(_SERVE_SLICE_S)
+            if done():
+                return None
+            remaining = len(producer)
         now = time.monotonic()
         if now > deadline:
             return remaining
@@ -640,7 +703,9 @@ def unacknowledged(producer: Producer, parts: Sequence[PartitionWrite]) -> str:
     return text + (f"; brokers {brokers_text(known[-1])}" if known else "")
 
 
-def settle_record_failures(producer: Producer, plan: WritePlan, parts: Sequence[PartitionWrite]) -> bool:
+def settle_record_failures(
+    producer: Producer, plan: WritePlan, parts: Sequence[PartitionWrite], serving: threading.Lock | None = None
+) -> bool:
     """Records the target refused for good: dead-letter them, or report the refusal.
 
     Returns True when a refusal was recorded (``PartitionWrite.refusal``): the task then returns
@@ -704,7 +769,7 @@ def settle_record_failures(producer: Producer, plan: WritePlan, parts: Sequence[
         try:
             send()
         except BufferError:
-            produce_when_room(producer, send, queue_full, plan.flush_timeout_s)
+            produce_when_room(producer, send, queue_full, plan.flush_timeout_s, serving)
         w.dead_lettered += 1
         log.warning("flow=%s %s sent to dead-letter topic %s: %s", plan.flow, where, dlq, reason)
 
@@ -722,7 +787,7 @@ def settle_record_failures(producer: Producer, plan: WritePlan, parts: Sequence[
             + f" -> {target}"
         )
 
-    remaining = flush_within(producer, plan.flush_timeout_s, lambda: not outstanding, waiting)
+    remaining = flush_within(producer, plan.flush_timeout_s, lambda: not outstanding, waiting, serving)
     if remaining is not None or dlq_errors:
         raise WriteError(
             f"flow={plan.flow}: could not write to dead-letter topic {dlq}: "

@@ -23,6 +23,8 @@ import gc
 import logging
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from typing import TYPE_CHECKING
 
 from sparkmirror.core.ranges import SourceRange
@@ -46,6 +48,8 @@ log = logging.getLogger(__name__)
 _DRAIN = 10_000
 #: Longest wait for the first record of a read: how often an idle task looks at its clock.
 _IDLE_WAIT_S = 0.5
+#: Longest wait for a record while the interval is due but the one before it is still finishing.
+_BUSY_WAIT_S = 0.05
 #: Seconds between two reports of an idle task: how soon it learns of a stop, and the driver of its lag.
 _HEARTBEAT_S = 1.0
 #: Seconds between two collections of the worker's heap while the collector is paused.
@@ -83,7 +87,8 @@ class StreamTask:
         sink = Sink(plan, commit_for(plan))
         consumer: Consumer | None = None
         channel = ReportClient(plan.report_address, plan.report_token)
-        results: list[PartitionResult] = []
+        # At least once, an interval is finished beside the reads, in this thread (one at a time).
+        finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"sparkmirror-commit-{self.task}")
         try:
             # Exactly-once: fences earlier writers; both modes: every partition's progress in one request.
             floors = sink.open(list(self.ranges))
@@ -93,58 +98,83 @@ class StreamTask:
                     self.done.add(key)
             consumer = clients.source_consumer(plan)
             self._assign(consumer)
-            interval_s = plan.commit_interval_ms / 1000
-            next_commit = time.monotonic() + interval_s
-            next_collect = time.monotonic() + _COLLECT_EVERY_S
             with collector_paused():
-                handed = 0  # records handed to the sink since the last commit
-                next_report = 0.0  # a task reports (and learns of a stop) at least this often
-                stopping = False
-                most = max(1, plan.interval_max_records)
-                while True:
-                    now = time.monotonic()
-                    if len(self.done) < len(self.ranges):
-                        # Nothing written since the last commit: nothing to commit until a record comes.
-                        wait = min(_IDLE_WAIT_S, max(0.0, next_commit - now)) if sink.written else _IDLE_WAIT_S
-                        handed += self._read(consumer, sink, wait, most - handed)
-                    else:
-                        time.sleep(max(0.0, min(_IDLE_WAIT_S, next_commit - now)))
-                    sink.serve()
-                    now = time.monotonic()
-                    if now < next_commit and handed < most:
-                        if now >= next_report:  # a long commit interval: still say where it stands
-                            next_report = now + _HEARTBEAT_S
-                            if channel.send(Report(self.task, attempt, [], self._positions(consumer))):
-                                next_commit, stopping = now, True  # told to stop: commit, then end
-                        continue
-                    handed = 0
-                    results = sink.checkpoint()
-                    refused = any(r.error for r in results)
-                    finished = refused or len(self.done) == len(self.ranges)
-                    if not results and not finished and now < next_report and not stopping:
-                        next_commit = time.monotonic() + interval_s
-                        continue  # idle: nothing to say until the next heartbeat
-                    next_report = now + _HEARTBEAT_S
-                    report = Report(
-                        self.task, attempt, [r.as_row() for r in results], self._positions(consumer), final=finished
-                    )
-                    stop = channel.send(report) or stopping
-                    if finished or stop:
-                        if stop and not finished:
-                            channel.send(Report(self.task, attempt, [], self._positions(consumer), final=True))
-                        sink.release()
-                        return results
-                    next_commit = time.monotonic() + interval_s
-                    if now >= next_collect:
-                        next_collect = now + _COLLECT_EVERY_S
-                        gc.collect()
+                results = self._copy(sink, consumer, channel, attempt, finisher)
+            finisher.shutdown()
+            return results
         except BaseException:
+            # An interval still finishing makes only what it acknowledged durable; it is not waited for.
+            finisher.shutdown(wait=False, cancel_futures=True)
             sink.abandon()
             if consumer is not None:
                 clients.discard_consumer(consumer)
             raise
         finally:
             channel.close()
+
+    def _copy(
+        self, sink: Sink, consumer: Consumer, channel: ReportClient, attempt: int, finisher: ThreadPoolExecutor
+    ) -> list[PartitionResult]:
+        """Read, write, and every interval seal what was written and finish it (at least once beside the
+        reads, exactly once in between them), reporting each finished interval, until told to stop."""
+        plan = self.plan
+        beside = not plan.exactly_once
+        interval_s = plan.commit_interval_ms / 1000
+        # Records a crash may leave written but not durable: the interval finishing and the one being
+        # written, so beside the reads each takes at most half of ``sparkmirror.batch.max.records``.
+        most = max(1, plan.interval_max_records // 2 if beside else plan.interval_max_records)
+        next_commit = time.monotonic() + interval_s
+        next_collect = time.monotonic() + _COLLECT_EVERY_S
+        next_report = 0.0  # a task reports (and learns of a stop) at least this often
+        handed = 0  # records handed to the sink since the last seal
+        stopping = False
+        finishing: Future[list[PartitionResult]] | None = None
+        while True:
+            now = time.monotonic()
+            due = now >= next_commit or handed >= most
+            if len(self.done) < len(self.ranges) and not stopping and handed < most:
+                if due:
+                    wait = _BUSY_WAIT_S  # the last interval still finishing: look again soon
+                elif sink.written or finishing is not None:
+                    wait = min(_IDLE_WAIT_S, next_commit - now)
+                else:
+                    wait = _IDLE_WAIT_S  # nothing written: nothing to commit until a record comes
+                handed += self._read(consumer, sink, wait, most - handed)
+            elif finishing is not None:
+                futures_wait([finishing], timeout=_IDLE_WAIT_S)  # nothing to read until it is done
+            sink.serve()
+            stopping = stopping or channel.stop_requested  # told to stop: finish what was written, then end
+            results: list[PartitionResult] = []
+            if finishing is not None and finishing.done():
+                results, finishing = finishing.result(), None  # the interval's failure fails the task
+            now = time.monotonic()
+            ended = len(self.done) == len(self.ranges)
+            if finishing is None and (now >= next_commit or handed >= most or stopping or ended):
+                sealed = sink.seal()
+                handed = 0
+                next_commit = now + interval_s
+                if sealed and beside:
+                    finishing = finisher.submit(sink.finish, sealed)
+                elif sealed:
+                    results = sink.finish(sealed)
+            refused = any(r.error for r in results)
+            final = refused or (ended and finishing is None and not sink.written)
+            final = final or (stopping and finishing is None and not sink.written)  # told to stop: all finished
+            beat = now >= next_report  # positions and a sign of life at least this often, the driver's answer too
+            if not results and not final and not beat:
+                continue
+            if beat:
+                next_report = now + _HEARTBEAT_S
+            rows = [r.as_row() for r in results]
+            report = Report(self.task, attempt, rows, self._positions(consumer) if beat or final else [], final=final)
+            if final:
+                channel.send(report)  # the last one: waits for the driver to have it
+                sink.release()
+                return results
+            channel.post(report)
+            if now >= next_collect:
+                next_collect = now + _COLLECT_EVERY_S
+                gc.collect()
 
     def _assign(self, consumer: Consumer) -> None:
         from confluent_kafka import TopicPartition
@@ -233,4 +263,3 @@ class StreamTask:
                     end = -1
             out.append((t, p, nxt, end))
         return out
-

@@ -62,7 +62,8 @@ def test_jvm_writer_copies_every_field_and_maps_every_offset(
     topic, sent = _three_partitions(bootstraps, "jvmw", 200)
     produce(bootstraps["B"], f"A.{topic}", 1, foreign)  # the remote partition does not start at 0
     cfg = _jvm_config(bootstraps, tmp_path, checkpoints, topic)
-    Mirror(load_config(cfg), once=True).run()
+    # The foreign records are on purpose: copy after them (a first start would refuse them otherwise).
+    Mirror(load_config(cfg), once=True, existing_records="copy-again").run()
     # A second batch, after the first: its segments continue the first one's.
     more = {p: _records(p, 30, first=len(sent[p])) for p in range(3)}
     for p, recs in more.items():
@@ -105,7 +106,7 @@ def test_jvm_writer_exactly_once_writes_once_with_its_progress_and_offset_map(
     cfg = _jvm_config(
         bootstraps, tmp_path, checkpoints, topic, EXACTLY_ONCE + "sparkmirror.exactly.once.transactions = 2\n"
     )
-    Mirror(load_config(cfg), once=True).run()
+    Mirror(load_config(cfg), once=True, existing_records="copy-again").run()
     first = {p: len(recs) for p, recs in sent.items()}
     more = {p: _records(p, 30, first=len(sent[p])) for p in range(3)}
     for p, recs in more.items():

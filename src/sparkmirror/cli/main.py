@@ -76,7 +76,7 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from sparkmirror.cli import demo, dev, failover, offsets, run, setup, status
+    from sparkmirror.cli import demo, dev, failover, handback, offsets, run, setup, status
 
     cli.add_command(setup.setup)
     cli.add_command(dev.dev)
@@ -86,6 +86,7 @@ def _register() -> None:
     cli.add_command(failover.failover)
     cli.add_command(failover.failback)
     cli.add_command(status.status)
+    cli.add_command(handback.handback)
 
 
 _register()

@@ -3,8 +3,9 @@
 Exit codes (beside main's 0/1/2): 5 when records expired on the source before they were mirrored
 (``sparkmirror.source.loss = report``: at the end of the run; ``fail``: the flow stopped there);
 6 when another instance runs a flow (it holds the flow's lease); 7 when a source topic was
-deleted and re-created (``--reset-topic`` resumes). Several flows stopped with different codes:
-:func:`sparkmirror.pipeline.exceptions.run_exit_code` picks one (docs/faults.md).
+deleted and re-created (``--reset-topic`` resumes); 2 also when a flow's first start finds records
+on the target that nothing explains (``--existing-records``, ``--mm2-offsets-topic``). Several
+flows stopped with different codes: :func:`sparkmirror.pipeline.exceptions.run_exit_code` picks one (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -86,6 +87,22 @@ def print_summary(runners: Sequence[Flow]) -> None:
     help="A source topic that was deleted and re-created (the run stopped, exit 7): forget the old topic's "
     "position and mirror the new one from its beginning (repeatable; docs/faults.md).",
 )
+@click.option(
+    "--existing-records",
+    type=click.Choice(["refuse", "start-at-end", "copy-again"]),
+    default="refuse",
+    show_default=True,
+    help="A flow's first start over remote partitions that already hold records neither sparkmirror's "
+    "progress nor MirrorMaker 2's offsets explain: refuse (exit 2), start at the source's end (the records "
+    "there are taken as mirrored), or copy every record again after them (docs/migrating-from-mm2.md).",
+)
+@click.option(
+    "--mm2-offsets-topic",
+    default="",
+    metavar="TOPIC",
+    help="Connect's offsets topic on the target that MirrorMaker 2 kept the flows' positions in, to adopt them "
+    "(default: offset.storage.topic, else MM2's dedicated-mode mm2-offsets.<source>.internal).",
+)
 def run(
     config: Path,
     clusters: str | None,
@@ -93,6 +110,8 @@ def run(
     master: str | None,
     spark_conf: tuple[str, ...],
     reset_topics: tuple[str, ...],
+    existing_records: str,
+    mm2_offsets_topic: str,
 ) -> None:
     """Mirror topics as configured in an MM2-format properties file."""
     from sparkmirror.config import load_config
@@ -101,7 +120,13 @@ def run(
     aliases = [a.strip() for a in clusters.split(",") if a.strip()] if clusters else None
     cfg = load_config(config, clusters=aliases)
     mirror = Mirror(
-        cfg, once=once, master=master, spark_conf=parse_spark_conf(spark_conf), reset_topics=frozenset(reset_topics)
+        cfg,
+        once=once,
+        master=master,
+        spark_conf=parse_spark_conf(spark_conf),
+        reset_topics=frozenset(reset_topics),
+        existing_records=existing_records,  # type: ignore[arg-type]  # click.Choice checked it
+        mm2_offsets_topic=mm2_offsets_topic.strip(),
     )
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

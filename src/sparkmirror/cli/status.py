@@ -44,23 +44,12 @@ def status(
     all_partitions: bool,
 ) -> None:
     """Show each flow's state, its lag per partition and its groups' checkpoints."""
+    from sparkmirror.cli.flows import chosen_flows
     from sparkmirror.config import load_config
     from sparkmirror.core.status import health
-    from sparkmirror.errors import ConfigError
     from sparkmirror.status.reader import read_flow
 
-    cfg = load_config(config)
-    chosen = list(cfg.flows)
-    if flows:
-        chosen = []
-        for name in flows:
-            try:
-                chosen.append(cfg.flow(name.replace(" ", "")))
-            except KeyError:
-                known = ", ".join(f.name for f in cfg.all_flows) or "none"
-                raise ConfigError(f"--flow {name}: {config} names no such flow (flows: {known})") from None
-    if not chosen:
-        raise ConfigError(f"{config}: no enabled flow (set e.g. A->B.enabled = true, or pass --flow)")
+    chosen = chosen_flows(load_config(config), config, flows)
     now_ms = int(time.time() * 1000)
     reports = [read_flow(f, now_ms) for f in chosen]
     code = health(

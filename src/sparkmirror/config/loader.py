@@ -375,6 +375,10 @@ class _Loader:
         eos = "exactly.once.source.support"
         if dst_raw and eos in dst_raw and eos not in own:
             top = {**top, eos: dst_raw[eos]}
+        # ... and its offsets topic: the top-level key over the target cluster's (MirrorMakerConfig).
+        storage = "offset.storage.topic"
+        if dst_raw and storage in dst_raw and storage not in top and storage not in own:
+            top = {**top, storage: dst_raw[storage]}
         for field_name, field in FlowConfig.model_fields.items():
             alias = field.alias
             if not alias:

@@ -202,6 +202,12 @@ class SparkSettings(_Frozen):
     batch is copied, also after restarts): ``report`` logs topic, partition, offsets and count, counts
     them in the run's summary and exit code (5), and carries on; ``fail`` stops the flow before it
     copies past the gap (exit code 5). docs/faults.md."""
+    adopt_mm2: bool = Field(default=True, alias="sparkmirror.adopt.mm2")
+    """On a flow's first start (no progress of sparkmirror's on the target), resume each partition where
+    MirrorMaker 2 stopped, from Connect's offsets topic on the target (``offset.storage.topic``;
+    MM2's dedicated mode: ``mm2-offsets.<source>.internal``); false: never read it (a remote partition
+    that holds records is then refused unless ``run --existing-records`` says what to do).
+    docs/migrating-from-mm2.md."""
     startup_timeout_ms: int = Field(default=-1, ge=-1, alias="sparkmirror.startup.timeout.ms")
     """Global: how long ``run`` waits at start for a cluster that does not answer, saying at each attempt
     what it waits for (back-off 1 s to 10 s); -1 (default): for as long as it takes. A cluster lost
@@ -277,6 +283,11 @@ class FlowConfig(_Frozen):
         default=True, alias="replication.policy.internal.topic.separator.enabled"
     )
     """Whether the separator is also used in checkpoints and offset-syncs topic names."""
+    mm2_offsets_topic: str = Field(default="", alias="offset.storage.topic")
+    """Connect's offsets topic on the target where MirrorMaker 2 kept this flow's source offsets
+    (``offset.storage.topic``, top level or for the target cluster as MM2 reads it; empty: MM2's
+    dedicated-mode name ``mm2-offsets.<source>.internal``). ``run`` adopts MM2's position from it on
+    a flow's first start; ``handback mm2`` writes sparkmirror's position there."""
     replication_factor: int = Field(default=2, alias="replication.factor")
     """Replication factor of newly created remote topics; -1 means the target broker's default."""
     refresh_topics_enabled: bool = Field(default=True, alias="refresh.topics.enabled")

@@ -122,7 +122,7 @@ def read_to_end_timed(
     """Every (key, value, timestamp ms) of ``topic`` (all partitions), from the start to the current end."""
     import time
 
-    from confluent_kafka import TopicPartition
+    from confluent_kafka import KafkaError, TopicPartition
 
     from sparkmirror.kafka.factory import new_consumer
 
@@ -139,6 +139,8 @@ def read_to_end_timed(
     try:
         md = retry_kafka(lambda: consumer.list_topics(topic, timeout=30), what=f"metadata of {topic}")
         tmd = md.topics.get(topic)
+        if tmd is not None and tmd.error is not None and tmd.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise InternalTopicError(f"cannot read {topic}: {tmd.error.str()}")  # refused is not empty
         if tmd is None or tmd.error is not None:
             return
         parts = list(tmd.partitions)

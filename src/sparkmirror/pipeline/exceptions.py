@@ -71,6 +71,14 @@ class TopicRecreatedError(FlowFailed):
     exit_code = 7
 
 
+class ExistingRecordsError(FlowFailed):
+    """A flow's first start found records on the target that neither sparkmirror's progress nor MirrorMaker
+    2's committed offsets explain; nothing was copied (``run --existing-records`` or
+    ``--mm2-offsets-topic`` says what to do)."""
+
+    exit_code = 2
+
+
 #: ``run``'s exit code when flows stopped with different codes: the first of these that any flow
 #: has. The fault that needs an operator's hands first, and that a restart of the run cannot fix,
 #: comes first: the configuration (2), a re-created source topic to reset (7), records lost on the

@@ -151,7 +151,7 @@ class ReportClient:
                 if not line:
                     raise ConnectionError("the driver closed the report channel")
                 stop = bool(json.loads(line).get("stop"))
-            except (OSError, ValueError) as exc:
+            except BaseException as exc:  # noqa: BLE001 - any failure ends the channel, said by the next post
                 with self._wake:
                     self._failure = exc
                 for done in waiters:

@@ -20,8 +20,17 @@ from typing import TYPE_CHECKING
 
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import FlowConfig
+from sparkmirror.core.adoption import (
+    HANDED_BACK,
+    ExistingRecords,
+    PartitionState,
+    conflict_message,
+    plan_first_start,
+)
 from sparkmirror.core.checkpoints import CheckpointPass
+from sparkmirror.core.connect_offsets import offsets_topic
 from sparkmirror.core.naming import lease_group, offset_map_topic, progress_group, topic_ids_group
+from sparkmirror.core.policy import IdentityReplicationPolicy
 from sparkmirror.core.ranges import OPEN_END, SourceRange
 from sparkmirror.core.status import State
 from sparkmirror.core.transactions import PER_PARTITION
@@ -29,9 +38,10 @@ from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.access import AccessDenied, classify, denied, principal
 from sparkmirror.kafka.acls import AclSync
 from sparkmirror.kafka.flowclients import FlowClients
-from sparkmirror.kafka.groups import commit_offsets, committed_offsets
+from sparkmirror.kafka.groups import commit_offsets, committed_offsets, committed_positions
 from sparkmirror.kafka.lag import list_offsets, log_bounds
 from sparkmirror.kafka.lease import FlowLease, LeaseHeld, LeaseRefused
+from sparkmirror.kafka.mm2offsets import mm2_positions
 from sparkmirror.kafka.topicids import TopicIds, TopicRecreated, source_topic_ids
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore
@@ -51,6 +61,7 @@ from sparkmirror.pipeline.driver.target import TargetPreparer
 from sparkmirror.pipeline.exceptions import (
     SOURCE_LOSS_PREFIX,
     TOPIC_RECREATED_PREFIX,
+    ExistingRecordsError,
     FlowFailed,
     InstanceConflict,
     SourceLossError,
@@ -175,6 +186,8 @@ class Flow:
         metrics: MirrorMetrics | None = None,
         shared: bool = False,
         flow_count: int = 1,
+        existing_records: ExistingRecords = "refuse",
+        mm2_offsets_topic: str = "",
     ) -> None:
         self.spark = spark
         self.flow = flow
@@ -183,6 +196,11 @@ class Flow:
         self.once = once
         #: ``run --reset-topic``: re-created source topics to mirror from their beginning (first start only).
         self.reset_topics = reset_topics
+        #: ``run --existing-records``: a first start over remote records of unknown origin (core.adoption).
+        self.existing_records: ExistingRecords = existing_records
+        #: Connect's offsets topic MirrorMaker 2 kept this flow's position in (``run --mm2-offsets-topic``,
+        #: ``offset.storage.topic``, MM2's dedicated-mode name).
+        self.mm2_offsets_topic = offsets_topic(flow.source, mm2_offsets_topic or flow.mm2_offsets_topic)
         #: Set on a stop request: the next batch is abandoned, not started.
         self.stop_requested = threading.Event()
         self.progress = FlowProgress(flow.name)
@@ -347,15 +365,14 @@ class Flow:
             )
         for topic, topic_id in reset.items():
             self.store.forget_topic(topic)
-            # The progress group: exactly once's, and the streaming engine's in both modes.
-            if self.flow.exactly_once or self.flow.spark.engine == "streaming":
-                md = self.clients.source_admin.list_topics(topic, timeout=30).topics[topic]
-                remote = self.topics.remote_name(topic)
-                commit_offsets(
-                    self.batches.plan.consumer_config,
-                    self.batches.plan.progress_group,
-                    {(remote, p): 0 for p in md.partitions},
-                )
+            # The progress group (every engine claims a start there: core.adoption).
+            md = self.clients.source_admin.list_topics(topic, timeout=30).topics[topic]
+            remote = self.topics.remote_name(topic)
+            commit_offsets(
+                self.batches.plan.consumer_config,
+                self.batches.plan.progress_group,
+                {(remote, p): 0 for p in md.partitions},
+            )
             self.topic_ids.record({topic: topic_id})
             log.warning(
                 "flow=%s --reset-topic %s: the re-created topic (id %s) is mirrored from its beginning into %s, "
@@ -367,6 +384,104 @@ class Flow:
             )
         # Spark's checkpoint holds the old topic's offsets; without it every topic resumes from the target.
         shutil.rmtree(location.removeprefix("file:"), ignore_errors=True)
+
+    def _first_start(self, topics: dict[str, int]) -> None:
+        """Partitions sparkmirror has no state of its own for (no progress, no segment): adopt MirrorMaker
+        2's position, or claim their start in the progress group before any record is copied, or refuse
+        records on the target that nothing explains; and partitions handed back to MM2 that MM2 copied
+        since: adopt again (:mod:`sparkmirror.core.adoption`)."""
+        flow, plan = self.flow, self.batches.plan
+        remote = {t: self.topics.remote_name(t) for t in topics}
+        positions = committed_positions(
+            plan.consumer_config, plan.progress_group, [(remote[t], p) for t, n in topics.items() for p in range(n)]
+        )
+        tails = self.store.tails()
+        looked = {
+            t: n
+            for t, n in topics.items()
+            if any((remote[t], p) not in positions or positions[(remote[t], p)][1] == HANDED_BACK for p in range(n))
+        }
+        if not looked:
+            return
+        mm2 = (
+            mm2_positions(self.clients.target_consumer, self.mm2_offsets_topic, flow.source)
+            if flow.spark.adopt_mm2
+            else {}
+        )
+        source = log_bounds(self.clients.source_admin, looked)
+        target = log_bounds(self.clients.target_admin, {remote[t]: n for t, n in looked.items()})
+        states = {}
+        for t, n in looked.items():
+            for p in range(n):
+                low, high = target[(remote[t], p)]
+                at = mm2.get((t, p))
+                tail = tails.get((t, p))
+                progress = positions.get((remote[t], p))
+                own = [
+                    o for o in (progress[0] if progress else None, tail[0] + tail[2] if tail else None) if o is not None
+                ]
+                states[(t, p)] = PartitionState(
+                    own_next=max(own) if own else None,
+                    own_written_end=tail[1] + tail[2] if tail else None,
+                    handed_back=progress is not None and progress[1] == HANDED_BACK,
+                    mm2_next=at.next_offset if at is not None else None,
+                    source_start=source[(t, p)][0],
+                    source_end=source[(t, p)][1],
+                    remote_records=high - low,
+                    remote_end=high,
+                )
+        decided = plan_first_start(
+            states,
+            adopt=flow.spark.adopt_mm2,
+            existing=self.existing_records,
+            shared_target=isinstance(flow.policy, IdentityReplicationPolicy),
+        )
+        for (t, p), why in decided.unusable.items():
+            log.warning(
+                "flow=%s %s[%d]: %s (Connect's offsets topic %s on %s); not adopted",
+                flow.name,
+                t,
+                p,
+                why,
+                self.mm2_offsets_topic,
+                flow.target,
+            )
+        if decided.conflicts:
+            raise ExistingRecordsError(
+                conflict_message(flow.name, flow.target, decided, remote, self.mm2_offsets_topic)
+            )
+        commit_offsets(
+            plan.consumer_config, plan.progress_group, {(remote[t], p): o for (t, p), o in decided.starts.items()}
+        )
+        self.existing_records = "refuse"  # the operator's choice was for this start: the claims now say it
+        if decided.adopted:
+            shown = ", ".join(f"{t}[{p}] from offset {o}" for (t, p), o in list(decided.adopted.items())[:10])
+            more = f" and {len(decided.adopted) - 10} more" if len(decided.adopted) > 10 else ""
+            copied = sum(states[k].remote_end for k in decided.adopted)
+            log.warning(
+                "flow=%s adopted MirrorMaker 2's position from Connect's offsets topic %s on %s: %d partitions "
+                "of %d topics (%s%s); MM2 had copied %s records into them; recorded as the flow's progress "
+                "(group %s), so a restart resumes from it and adopts nothing again",
+                flow.name,
+                self.mm2_offsets_topic,
+                flow.target,
+                len(decided.adopted),
+                len({t for t, _ in decided.adopted}),
+                shown,
+                more,
+                f"{copied:,}",
+                plan.progress_group,
+            )
+        chosen = {k: o for k, o in decided.claimed.items() if states[k].remote_records > 0}
+        if chosen:
+            log.warning(
+                "flow=%s run --existing-records %s: %d partitions whose remote partitions already hold records "
+                "start at %s",
+                flow.name,
+                self.existing_records,
+                len(chosen),
+                ", ".join(f"{t}[{p}] offset {o}" for (t, p), o in list(chosen.items())[:10]),
+            )
 
     def _offsets_went_backwards(self, topics: set[str]) -> None:
         """Spark planned a range that ends before it starts: the topic may have been re-created."""
@@ -479,12 +594,14 @@ class Flow:
             if self.once:
                 self.finished = True
             return
+        self._step("target", "read where the flow's partitions stand")
+        self._first_start(topics)  # on every start, and for topics and partitions found later
         self.batches.plan = self.target.fit_writer(self.batches.plan, topics)
         if self.flow.spark.engine == "streaming":
             self.query = self._start_streaming(topics)
         else:
             # Used by Spark only when the flow has no checkpoint: the target says where each partition stands.
-            starting = self._progress_offsets(topics) if self.flow.exactly_once else self._mirrored_offsets(topics)
+            starting = self._resume_offsets(topics)
             self.query = start_query(
                 self.spark, self.clients, topics, self.batches, once=self.once, starting_offsets=starting
             )
@@ -505,12 +622,7 @@ class Flow:
         with ``sparkmirror.source.loss = fail``, the flow stops) before any task starts.
         """
         flow = self.flow
-        progress = self._progress_offsets(topics)
-        if not flow.exactly_once:
-            mirrored = self._mirrored_offsets(topics)
-            for t, parts in progress.items():
-                for p, offset in parts.items():
-                    parts[p] = max(offset, mirrored[t][p])
+        progress = self._resume_offsets(topics)
         bounds = log_bounds(self.clients.source_admin, topics)
         plan = dataclasses.replace(
             self.batches.plan,
@@ -543,6 +655,18 @@ class Flow:
             ranges = [r for r in ranges if r.until > r.start]
         cores = max(1, int(self.spark.sparkContext.defaultParallelism))
         return StreamingCopy(self.spark, self.batches, plan, ranges, tasks=max(1, cores // self.flow_count))
+
+    def _resume_offsets(self, topics: dict[str, int]) -> StartingOffsets:
+        """Where each partition resumes by what the target holds: exactly once, the progress; at least
+        once, the later of the progress (a start claimed or adopted from MM2 on the first start) and the
+        offset map's end; -2: nothing (the log start)."""
+        progress = self._progress_offsets(topics)
+        if not self.flow.exactly_once:
+            mirrored = self._mirrored_offsets(topics)
+            for t, parts in progress.items():
+                for p, offset in parts.items():
+                    parts[p] = max(offset, mirrored[t][p])
+        return progress
 
     def _progress_offsets(self, topics: dict[str, int]) -> StartingOffsets:
         """Spark ``startingOffsets`` from the progress committed on the target (-2: earliest)."""

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparkmirror.config.model import MirrorConfig
+from sparkmirror.core.adoption import ExistingRecords
 from sparkmirror.errors import ConfigError
 from sparkmirror.heartbeats.emitter import HeartbeatEmitter
 from sparkmirror.kafka.access import AccessDenied
@@ -43,6 +44,8 @@ class Mirror:
         master: str | None = None,
         spark_conf: dict[str, str] | None = None,
         reset_topics: frozenset[str] = frozenset(),
+        existing_records: ExistingRecords = "refuse",
+        mm2_offsets_topic: str = "",
     ) -> None:
         if not config.flows:
             raise FlowFailed("no enabled flow to run (set e.g. A->B.enabled = true)")
@@ -50,6 +53,9 @@ class Mirror:
         self.once = once
         #: ``run --reset-topic``: re-created source topics to mirror again from their beginning.
         self.reset_topics = reset_topics
+        #: ``run --existing-records`` and ``--mm2-offsets-topic``: a flow's first start (core.adoption).
+        self.existing_records: ExistingRecords = existing_records
+        self.mm2_offsets_topic = mm2_offsets_topic
         first = config.flows[0].spark
         self.master = master or first.master
         self.spark_conf = {**first.spark_conf(reveal_secrets=True), **(spark_conf or {})}
@@ -123,6 +129,8 @@ class Mirror:
                     config,
                     once=self.once,
                     reset_topics=self.reset_topics,
+                    existing_records=self.existing_records,
+                    mm2_offsets_topic=self.mm2_offsets_topic,
                     lease=leases.pop(config.name),
                     metrics=self.metrics,
                     shared=len(self.config.flows) > 1,

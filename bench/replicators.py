@@ -75,8 +75,6 @@ class Common:
     sparkmirror_debug: bool = False
     #: sparkmirror's Spark master (``run --master``): None runs it embedded (``local[*]``).
     spark_master: str | None = None
-    #: sparkmirror's writer (``sparkmirror.writer``), both modes.
-    writer: str = "python"
 
     def producer(self) -> dict[str, str]:
         return {
@@ -265,7 +263,6 @@ class Sparkmirror(Replicator):
             "offset-syncs.topic.replication.factor": "1",
             "emit.checkpoints.interval.seconds": str(c.checkpoint_interval_s),
             "sparkmirror.exactly.once": "true" if self.exactly_once else "false",
-            "sparkmirror.writer": c.writer,
             "sparkmirror.checkpoint.location": str(run_dir / f"spark-checkpoints-{label(topic)}"),
             "sparkmirror.progress.interval.seconds": "5",
             **{f"{TARGET}.producer.{k}": v for k, v in c.producer().items()},

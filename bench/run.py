@@ -98,9 +98,9 @@ class Settings:
     mm2_props: tuple[str, ...]
     sparkmirror_debug: bool = False
     scenario: str = "default"
+    #: sparkmirror's writer: the Python writer, the only one since the JVM writer was retired (results
+    #: from before say which one they ran; bench/report.py reads it).
     writer: str = "python"
-    #: The writer of the exactly-once runs (``--writer`` sets both since the JVM writer has transactions;
-    #: results from before say nothing and wrote exactly-once from Python).
     exactly_once_writer: str = "python"
     scale_topics: int = 200
     scale_partitions: int = 5
@@ -144,12 +144,6 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     )
     ap.add_argument("--base-port", type=int, default=31092)
     ap.add_argument("--stall-timeout", type=int, default=180, help="seconds without progress on B that fail a run")
-    ap.add_argument(
-        "--writer",
-        choices=("python", "jvm"),
-        default="python",
-        help="sparkmirror's writer, at least once and exactly once (sparkmirror.writer)",
-    )
     ap.add_argument("--systems", default="limit,mm2,sparkmirror_at_least_once,sparkmirror_exactly_once")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (configs, logs) after the run")
     ap.add_argument("--sparkmirror-prop", action="append", default=[], metavar="KEY=VALUE",
@@ -204,8 +198,6 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         mm2_props=tuple(a.mm2_prop),
         sparkmirror_debug=a.sparkmirror_debug,
         scenario=a.scenario,
-        writer=a.writer,
-        exactly_once_writer=a.writer,
         scale_topics=a.scale_topics,
         scale_partitions=a.scale_partitions,
         scale_hot=a.scale_hot,
@@ -665,7 +657,6 @@ def main(argv: list[str] | None = None) -> Path:
             sparkmirror_extra=_props(s.sparkmirror_props),
             sparkmirror_debug=s.sparkmirror_debug,
             spark_master=s.spark_master,
-            writer=s.writer,
         )
         bench = Bench(s, boots, workdir, positions, common)
         systems = [r for r in rep.all_replicators(common, jvm) if r.name in s.systems]

@@ -925,7 +925,6 @@ def main(
         sparkmirror_extra=run_mod._props(s.sparkmirror_props),
         sparkmirror_debug=s.sparkmirror_debug,
         spark_master=s.spark_master,
-        writer=s.writer,
     )
     systems = [r for r in rep.all_replicators(common, jvm) if r.name in s.systems]
     load_before = run_mod.concurrent_load()

@@ -53,11 +53,9 @@ def bootstraps(dev_clusters: object) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """One embedded Spark session for in-process integration tests."""
-    from sparkmirror.pipeline.jvm.build import writer_jar
     from sparkmirror.pipeline.session import build_session
 
-    # With the JVM writer's jar, as a run whose flows use sparkmirror.writer = jvm has it.
-    session = build_session("local[2]", {}, jars=[writer_jar()])
+    session = build_session("local[2]", {})
     yield session
     session.stop()
 

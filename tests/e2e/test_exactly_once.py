@@ -3,8 +3,7 @@
 Source records are produced partly inside transactions, some of which abort.
 The `sparkmirror run` process is SIGKILLed five times at random moments and
 restarted; a task fails mid-transaction; the Spark checkpoint is deleted
-between runs. Both writers (``sparkmirror.writer``: Python, and the JVM's
-Java producer transactions). Afterwards a read_committed consumer on B sees every committed
+between runs. Afterwards a read_committed consumer on B sees every committed
 source record exactly once, in source order per partition, and no aborted one.
 """
 
@@ -104,8 +103,7 @@ def _assert_exactly_once(bootstraps: dict[str, str], topic: str, committed: dict
         assert got == source, f"A.{topic}[{p}]: order differs or aborted records leaked"
 
 
-@pytest.mark.parametrize("writer", ["python", "jvm"])
-def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path, writer: str) -> None:
+def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path) -> None:
     topic = unique("eos")
     create_topics(bootstraps["A"], {topic: PARTITIONS})
     cfg = write_config(
@@ -113,7 +111,7 @@ def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path, wr
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=tmp_path / "checkpoints",
-        extra=f"A->B.topics = {topic}\n{EOS}sparkmirror.writer = {writer}\n",
+        extra=f"A->B.topics = {topic}\n{EOS}",
     )
     committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     errors: list[object] = []
@@ -146,10 +144,7 @@ def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path, wr
     print(f"records={sum(len(v) for v in committed.values())} committed, kills=5, duplicates=0, lost=0")
 
 
-@pytest.mark.parametrize("writer", ["python", "jvm"])
-def test_task_failure_mid_transaction_and_deleted_checkpoint_leave_no_duplicate(
-    bootstraps, tmp_path: Path, writer: str
-) -> None:
+def test_task_failure_mid_transaction_and_deleted_checkpoint_leave_no_duplicate(bootstraps, tmp_path: Path) -> None:
     topic = unique("eos-fail")
     create_topics(bootstraps["A"], {topic: PARTITIONS})
     committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
@@ -162,15 +157,13 @@ def test_task_failure_mid_transaction_and_deleted_checkpoint_leave_no_duplicate(
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=checkpoints,
-        extra=f"A->B.topics = {topic}\n{EOS}sparkmirror.writer = {writer}\n",
+        extra=f"A->B.topics = {topic}\n{EOS}",
     )
     # Every task's first attempt dies after writing 300 records inside its
     # transaction (flushed to the target, not committed).
     result = run_cli("run", str(cfg), "--once", env={"SPARKMIRROR_TEST_FAIL_AFTER_RECORDS": "300"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "injected task failure" in result.stderr
-    if writer == "jvm":  # the failed tasks were the JVM writer's (Spark logs their stack)
-        assert "sparkmirror.jvm.RangeCopier" in result.stderr
     _assert_exactly_once(bootstraps, topic, committed)
 
     # More data, and the Spark checkpoint is lost: the target's progress rules (the streaming engine

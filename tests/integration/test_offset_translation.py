@@ -50,13 +50,13 @@ def _checkpoints(bootstrap: str, group: str) -> dict[tuple[str, int], Checkpoint
     return latest
 
 
-def _mirror_once(bootstraps, tmp_path: Path, checkpoints: Path, topic: str, writer: str = "python") -> None:
+def _mirror_once(bootstraps, tmp_path: Path, checkpoints: Path, topic: str) -> None:
     cfg = write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
         checkpoints=checkpoints,
-        extra=f"A->B.topics = {topic}\nsparkmirror.writer = {writer}\n",
+        extra=f"A->B.topics = {topic}\n",
     )
     Mirror(load_config(cfg), once=True).run()
 
@@ -129,8 +129,7 @@ def test_translation_survives_a_restart_kafka_15905(bootstraps, spark, tmp_path:
     _check_exact(bootstraps, tmp_path, topic, group, {0: 500})
 
 
-@pytest.mark.parametrize("writer", ["python", "jvm"])
-def test_transactional_topic_with_aborted_records(bootstraps, spark, tmp_path: Path, checkpoints, writer: str) -> None:
+def test_transactional_topic_with_aborted_records(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
     topic = unique("tr-tx")
     create_topics(bootstraps["A"], {topic: 1})
     tx = Producer({"bootstrap.servers": bootstraps["A"], "transactional.id": unique("tx")})
@@ -148,7 +147,7 @@ def test_transactional_topic_with_aborted_records(bootstraps, spark, tmp_path: P
     positions = {unique("g-in"): offsets[10], unique("g-after-abort"): offsets[50], unique("g-marker"): offsets[49] + 1}
     for group, g in positions.items():
         _commit(bootstraps["A"], group, topic, {0: g})
-    _mirror_once(bootstraps, tmp_path, checkpoints, topic, writer)
+    _mirror_once(bootstraps, tmp_path, checkpoints, topic)
     for group, g in positions.items():
         _check_exact(bootstraps, tmp_path, topic, group, {0: g})
 

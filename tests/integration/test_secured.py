@@ -16,8 +16,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
 from kafka_helpers import run_cli, sparkmirror_cmd, unique
 from secured_helpers import Secured, assert_no_secret
 from sparkmirror.client import MirrorClient, TopicPartition
@@ -280,12 +278,8 @@ def test_wrong_password_is_an_authentication_error_naming_cluster_and_principal(
     assert time.monotonic() - started < 120  # Spark's start included; no retry loop (minutes)
 
 
-@pytest.mark.parametrize("writer", ["python", "jvm"])
-def test_mutual_tls_with_jks_stores_on_every_path(
-    secured: Secured, mtls: Secured, tmp_path: Path, checkpoints: Path, writer: str
-):
-    """M requires client certificates (JKS key and trust stores); the target A takes SCRAM with a PEM trust store.
-    The JVM writer's Java clients take the same keys as they are (stores unconverted)."""
+def test_mutual_tls_with_jks_stores_on_every_path(secured: Secured, mtls: Secured, tmp_path: Path, checkpoints: Path):
+    """M requires client certificates (JKS key and trust stores); the target A takes SCRAM with a PEM trust store."""
     topic, group = unique("mtls"), unique("mtls-app")
     mtls.create_topics("M", {topic: 1})
     values = [f"m{i}".encode() for i in range(20)]
@@ -308,7 +302,6 @@ def test_mutual_tls_with_jks_stores_on_every_path(
         "emit.heartbeats.enabled = false",
         "heartbeats.replication.enabled = false",
         f"sparkmirror.checkpoint.location = {checkpoints}",
-        f"sparkmirror.writer = {writer}",
     ]
     cfg = tmp_path / "mm2.properties"
     cfg.write_text("\n".join(lines) + "\n")

@@ -151,8 +151,7 @@ class SparkSettings(_Frozen):
     progress durable on the target every ``sparkmirror.commit.interval.ms`` (the latency of MM2;
     docs/decisions.md, "The streaming engine"); direct reader and Python writer only. ``batch``:
     Structured Streaming micro-batches, each planned, copied by short tasks and committed in Spark's
-    checkpoint; the default when ``sparkmirror.writer = jvm`` or ``sparkmirror.source.reader = spark``
-    is set, which only it runs."""
+    checkpoint; the default when ``sparkmirror.source.reader = spark`` is set, which only it runs."""
     commit_interval_ms: int = Field(default=200, ge=10, le=600_000, alias="sparkmirror.commit.interval.ms")
     """Streaming engine: how often each task makes its progress durable on the target (offset-map
     segments and each partition's next source offset; exactly-once: one transaction per transaction
@@ -181,11 +180,20 @@ class SparkSettings(_Frozen):
     ``spark``: the records go through Spark's Kafka source, Arrow and the Python worker (for source
     settings only the Java client knows; JKS stores are converted for librdkafka, docs/security.md)."""
     writer: Literal["python", "jvm"] = Field(default="python", alias="sparkmirror.writer")
-    """Who copies the batches (direct reader). ``python``: the executors' Python workers, with
-    librdkafka. ``jvm``: a Spark job of the JVM's own with Kafka's Java clients, no Python worker on the
-    data path (less CPU per record: docs/decisions.md), at least once or exactly once (Java producer
-    transactions, the same ids, progress and offset map); needs a JDK's ``javac`` on the driver once.
-    The ``spark`` reader always uses ``python``."""
+    """Who copies the records: ``python``, the executors' Python workers with librdkafka (the only
+    writer: every record rule is written once, in ``pipeline/executor/sink.py``). ``jvm`` was retired
+    (issue 27; docs/decisions.md, "The JVM writer") and is refused with the reason."""
+
+    @field_validator("writer")
+    @classmethod
+    def _writer_retired(cls, value: str) -> str:
+        if value == "jvm":
+            raise ValueError(
+                "the JVM writer was retired: the streaming engine copies with the Python writer at MM2's latency "
+                'and above the JVM writer\'s throughput (docs/decisions.md, "The JVM writer"); remove the key'
+            )
+        return value
+
     progress_interval_seconds: int = Field(default=10, ge=1, alias="sparkmirror.progress.interval.seconds")
     """How often progress is logged (piped output) and each flow's status is written to its target, in
     seconds; metrics' lag is refreshed as often."""
@@ -234,14 +242,13 @@ class SparkSettings(_Frozen):
 
     @model_validator(mode="before")
     @classmethod
-    def _engine_for_the_writer(cls, data: Any) -> Any:
-        """Without ``sparkmirror.engine``, a flow set to the JVM writer or Spark's reader keeps the engine
-        that runs them (micro-batches), as before the streaming engine was the default."""
+    def _engine_for_the_reader(cls, data: Any) -> Any:
+        """Without ``sparkmirror.engine``, a flow set to Spark's reader keeps the engine that runs it
+        (micro-batches), as before the streaming engine was the default."""
         if not isinstance(data, Mapping) or "sparkmirror.engine" in data or "engine" in data:
             return data
-        writer = data.get("sparkmirror.writer", data.get("writer"))
         reader = data.get("sparkmirror.source.reader", data.get("source_reader"))
-        if writer == "jvm" or reader == "spark":
+        if reader == "spark":
             return {**data, "sparkmirror.engine": "batch"}
         return data
 
@@ -389,15 +396,10 @@ class FlowConfig(_Frozen):
     def _check(self) -> FlowConfig:
         if self.source == self.target:
             raise ValueError(f"a flow needs two different clusters, got {self.source}->{self.target}")
-        if self.spark.writer == "jvm" and self.spark.source_reader != "direct":
+        if self.spark.engine == "streaming" and self.spark.source_reader != "direct":
             raise ValueError(
-                f"flow {self.name}: sparkmirror.writer = jvm copies the direct reader's batches only; "
-                "set sparkmirror.writer = python for sparkmirror.source.reader = spark"
-            )
-        if self.spark.engine == "streaming" and (self.spark.writer != "python" or self.spark.source_reader != "direct"):
-            raise ValueError(
-                f"flow {self.name}: sparkmirror.engine = streaming reads with the direct reader and writes with "
-                "the Python writer; unset sparkmirror.writer and sparkmirror.source.reader"
+                f"flow {self.name}: sparkmirror.engine = streaming reads with the direct reader; "
+                "unset sparkmirror.source.reader"
             )
         # Build the policy and filters once so that a bad class name or regex fails at load time.
         _ = self.policy, self.topic_filter, self.group_filter, self.config_property_filter

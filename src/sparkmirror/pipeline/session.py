@@ -130,7 +130,6 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(level)
     _quiet_expected_warnings(spark)
-    _keep_writer_warnings(spark)
     if not master.startswith("local"):
         spark.sparkContext.addPyFile(str(_package_zip()))
     log.info("Spark %s session on %s", spark.version, master)
@@ -187,10 +186,6 @@ _EXPECTED_WARNINGS = (
 )
 
 
-#: The JVM writer's log4j logger (java/RangeCopier.java).
-JVM_WRITER_LOGGER = "sparkmirror.jvm.RangeCopier"
-
-
 def _quiet_expected_warnings(spark: SparkSession) -> None:
     try:
         jvm = spark.sparkContext._jvm
@@ -200,18 +195,6 @@ def _quiet_expected_warnings(spark: SparkSession) -> None:
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, error)
     except Exception as exc:  # noqa: BLE001 - another logging backend: the lines stay, nothing breaks
         log.debug("could not quiet %s: %s", ", ".join(_EXPECTED_WARNINGS), exc)
-
-
-def _keep_writer_warnings(spark: SparkSession) -> None:
-    """The JVM writer's warnings (dead-lettered records, waits on the target) show whatever Spark's
-    level: they are sparkmirror's, not Spark's (in local mode its tasks log in this JVM)."""
-    try:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        warn = jvm.org.apache.logging.log4j.Level.WARN
-        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(JVM_WRITER_LOGGER, warn)
-    except Exception as exc:  # noqa: BLE001 - another logging backend: Spark's level applies
-        log.debug("could not set the level of %s: %s", JVM_WRITER_LOGGER, exc)
 
 
 def _log4j2(level: str) -> Path:

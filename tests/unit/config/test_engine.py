@@ -28,12 +28,20 @@ def test_the_streaming_engine_is_the_default(tmp_path: Path) -> None:
     assert load_config(_file(tmp_path, "")).flows[0].spark.commit_interval_ms == 200
 
 
-@pytest.mark.parametrize("line", ["sparkmirror.writer = jvm", "sparkmirror.source.reader = spark"])
-def test_the_jvm_writer_and_sparks_reader_keep_micro_batches_unless_told(tmp_path: Path, line: str) -> None:
+def test_sparks_reader_keeps_micro_batches_unless_told(tmp_path: Path) -> None:
+    line = "sparkmirror.source.reader = spark"
     assert _engine(tmp_path, line + "\n") == "batch"
     assert _engine(tmp_path, f"A->B.{line}\n") == "batch"  # per flow too
     with pytest.raises(ConfigError, match="sparkmirror.engine = streaming reads with the direct reader"):
         _engine(tmp_path, f"{line}\nsparkmirror.engine = streaming\n")
+
+
+@pytest.mark.parametrize("line", ["sparkmirror.writer = jvm", "A->B.sparkmirror.writer = JVM"])
+def test_the_retired_jvm_writer_is_refused_with_the_reason(tmp_path: Path, line: str) -> None:
+    with pytest.raises(ConfigError, match="the JVM writer was retired") as raised:
+        _engine(tmp_path, line + "\n")
+    assert "sparkmirror.writer" in str(raised.value)
+    assert _engine(tmp_path, "sparkmirror.writer = python\n") == "streaming"
 
 
 def test_batch_is_chosen_by_name(tmp_path: Path) -> None:

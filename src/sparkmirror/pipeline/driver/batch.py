@@ -41,7 +41,6 @@ from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import RESULT_SCHEMA, PartitionResult, merge_rounds
 from sparkmirror.pipeline.executor.sources import INPUT_COLUMNS
 from sparkmirror.pipeline.executor.tasks import copy_arrow_batches, copy_range_groups
-from sparkmirror.pipeline.jvm.writer import copy_in_jvm
 from sparkmirror.pipeline.ranges import planned_ranges
 from sparkmirror.pipeline.session import SCHEDULER_POOL, pool_name
 
@@ -337,8 +336,6 @@ class BatchHandler:
         what = f"round {name}, " if name != "1/1" else ""
         sc.setJobDescription(f"sparkmirror {self.flow.name}: copy {what}{records:,} records")
         try:
-            if plan.writer == "jvm":
-                return copy_in_jvm(sc, plan, groups)
             return list(sc.parallelize(groups, len(groups)).mapPartitions(copy).collect())
         finally:
             sc.setJobDescription(None)  # type: ignore[arg-type]

@@ -70,7 +70,6 @@ from sparkmirror.pipeline.exceptions import (
     terminal_message,
 )
 from sparkmirror.pipeline.executor.plan import WritePlan
-from sparkmirror.pipeline.jvm.writer import java_consumer_config, java_producer_config, java_progress_consumer_config
 from sparkmirror.status.reporter import StatusReporter
 
 if TYPE_CHECKING:
@@ -99,7 +98,6 @@ FOLD_INTERVAL_S = 10.0
 def write_plan(clients: FlowClients) -> WritePlan:
     """The flow's write plan before the target's limits and the fencing are known."""
     flow = clients.flow
-    jvm = flow.spark.writer == "jvm"
     return WritePlan(
         flow=flow.name,
         source_alias=flow.source,
@@ -115,19 +113,6 @@ def write_plan(clients: FlowClients) -> WritePlan:
         source_consumer_config=clients.source_consumer if flow.spark.source_reader == "direct" else {},
         transaction_timeout_ms=flow.spark.transaction_timeout_ms,
         test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),
-        test_fail_after_commit=os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_COMMIT", "") == "1",
-        writer=flow.spark.writer,
-        java_producer_config=java_producer_config(flow.target_producer_props(reveal_secrets=True), flow.name)
-        if jvm
-        else {},
-        java_consumer_config=java_consumer_config(flow.source_consumer_props(reveal_secrets=True), flow.name)
-        if jvm
-        else {},
-        java_progress_consumer_config=java_progress_consumer_config(
-            flow.target_consumer_props(reveal_secrets=True), flow.name, progress_group(flow.source, flow.target)
-        )
-        if jvm and flow.exactly_once
-        else {},
     )
 
 

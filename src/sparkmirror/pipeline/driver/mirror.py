@@ -88,8 +88,6 @@ class Mirror:
         ``on_progress`` is called every ``progress_every_s`` seconds (default: the flows' smallest
         ``sparkmirror.progress.interval.seconds``).
         """
-        from sparkmirror.pipeline.jvm.build import writer_jar
-        from sparkmirror.pipeline.jvm.writer import close_clients
         from sparkmirror.pipeline.session import build_session
 
         timeout = self.config.spark.startup_timeout_ms
@@ -101,13 +99,10 @@ class Mirror:
 
             self.metrics = MirrorMetrics()
             self.metrics.serve(settings.metrics_host, settings.metrics_port)
-        # The JVM writer's jar (compiled once, before any lease is held) goes to the executors with
-        # Spark's Kafka connector.
-        jars = [writer_jar()] if any(f.spark.writer == "jvm" for f in self.config.flows) else []
         # Before Spark starts: a second instance refuses in seconds, naming the first.
         leases = self._take_leases()
         ours = signal.getsignal(signal.SIGINT)
-        self.spark = spark = build_session(self._master(), self.spark_conf, jars=jars)
+        self.spark = spark = build_session(self._master(), self.spark_conf)
         if callable(ours) and ours is not signal.default_int_handler and signal.getsignal(signal.SIGINT) is not ours:
             # pyspark's SparkContext replaces the SIGINT handler with one that cancels every job and
             # raises KeyboardInterrupt: Ctrl+C must stop the mirror as SIGTERM does, after the batch.
@@ -161,8 +156,6 @@ class Mirror:
                 heartbeats.close()
             if self.metrics is not None:
                 self.metrics.close()
-            if jars:
-                close_clients(spark.sparkContext)
         stopped = stopped_flows_error([f.failure for f in self.runners if f.failure is not None])
         if stopped is not None:
             raise stopped

@@ -98,15 +98,7 @@ class TargetPreparer:
             conf["message.max.bytes"] = str(
                 max(int(conf.get("message.max.bytes", "1000000")), max(limits.values()) + 1024)
             )
-        java = plan.java_producer_config
-        if java and limits:
-            java = {
-                **java,
-                "batch.size": str(min(int(java.get("batch.size", "16384")), min(limits.values()))),
-                # The Java producer refuses a record above max.request.size before the topic's limit is asked.
-                "max.request.size": str(max(int(java.get("max.request.size", "1048576")), max(limits.values()) + 1024)),
-            }
-        return dataclasses.replace(plan, producer_config=conf, max_record_bytes=limits, java_producer_config=java)
+        return dataclasses.replace(plan, producer_config=conf, max_record_bytes=limits)
 
     def fence(self, plan: WritePlan, topics: dict[str, int]) -> None:
         """Fence every earlier writer of the flow's partitions, aborting their open transactions (exactly-once).

@@ -80,14 +80,6 @@ class WritePlan:
     #: Exactly-once: the worker (:data:`WORKER_ID`) that used each transactional id last, as the
     #: driver saw in the result rows; another worker's producer with that id has been fenced since.
     writers: dict[str, str] = field(default_factory=dict)
-    #: Who copies the direct reader's batches: ``python`` (executors' workers) or ``jvm``
-    #: (:mod:`sparkmirror.pipeline.jvm`).
-    writer: str = "python"
-    #: The JVM writer's Java producer (target) and consumer (source) properties, and (exactly-once)
-    #: its consumer of the progress group on the target.
-    java_producer_config: dict[str, str] = field(default_factory=dict, repr=False)
-    java_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
-    java_progress_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
     #: ``batch`` (micro-batches) or ``streaming`` (long-running tasks, :mod:`.stream`).
     engine: str = "batch"
     #: Streaming engine: milliseconds between two commits of a task's progress.
@@ -102,9 +94,6 @@ class WritePlan:
     #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_RECORDS): the first attempt of
     #: every task fails after handing this many records to its producers.
     test_fail_after_records: int = 0
-    #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_COMMIT; the JVM writer exactly once): the
-    #: first attempt of every task fails right after its transactions committed.
-    test_fail_after_commit: bool = False
 
     def remote_topic(self, topic: str) -> str:
         return self.policy.format_remote_topic(self.source_alias, topic)

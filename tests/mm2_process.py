@@ -28,14 +28,15 @@ rootLogger.appenderRef.file.ref = FILE
 """
 
 #: What MM2 needs beside sparkmirror's keys in the shared file on single-broker dev clusters: its Connect
-#: worker's internal topics, no ACL sync (no authorizer), and source offsets committed every second.
+#: worker's internal topics, no ACL sync (no authorizer), and source offsets committed every second
+#: (a worker key: MirrorMakerConfig takes it from the target cluster's prefix, not the top level).
 MM2_LINES = """\
 B->A.enabled = false
 offset.storage.replication.factor = 1
 status.storage.replication.factor = 1
 config.storage.replication.factor = 1
 sync.topic.acls.enabled = false
-offset.flush.interval.ms = 1000
+B.offset.flush.interval.ms = 1000
 tasks.max = 1
 """
 

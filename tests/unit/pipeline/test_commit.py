@@ -178,3 +178,21 @@ def test_a_send_offsets_that_never_answers_while_the_progress_group_answers_fail
     assert raised.value.retriable and "#5511" in str(raised.value) and "group progress" in str(raised.value)
     # The open (progress read) asked once; the probe asked for the transaction's own partitions.
     assert [("A.t", 0), ("A.t", 1)] in asked[1:]
+
+
+def test_a_record_the_target_refused_inside_a_transaction_stops_the_flow_naming_its_batch() -> None:
+    from sparkmirror.pipeline.executor.sink import PartitionWrite
+
+    plan = WritePlan(flow="A->B", source_alias="A", policy=DefaultReplicationPolicy(), producer_config={})
+    sent = PartitionWrite("t", "A.t", 0, None, None)  # type: ignore[arg-type]
+    sent.sent = [10, 11, 12]
+    sent.failed = [0, 1, 2]  # librdkafka fails the batch whole
+    sent.record_failures = [(u, (u, None, b"v", 0, None), "INVALID_RECORD: x") for u in (10, 11, 12)]
+    assert commit.refused_in_transaction(plan, [sent])
+    assert sent.refusal is not None and "t[0] offsets 10..12" in sent.refusal
+    assert "exactly-once cannot dead-letter it" in sent.refusal
+    # Refused before sending (the size check): settled in the transaction, as at least once.
+    local = PartitionWrite("t", "A.t", 1, None, None)  # type: ignore[arg-type]
+    local.record_failures = [(5, (5, None, b"v", 0, None), "MSG_SIZE_TOO_LARGE: larger than max.message.bytes")]
+    local.local_refusals = 1
+    assert not commit.refused_in_transaction(plan, [local]) and local.refusal is None

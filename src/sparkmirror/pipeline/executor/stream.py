@@ -133,12 +133,14 @@ class StreamTask:
             now = time.monotonic()
             due = now >= next_commit or handed >= most
             if len(self.done) < len(self.ranges) and not stopping and handed < most:
-                if due:
-                    wait = _BUSY_WAIT_S  # the last interval still finishing: look again soon
-                elif sink.written or finishing is not None:
-                    wait = min(_IDLE_WAIT_S, next_commit - now)
-                else:
+                if not sink.written and finishing is None:
                     wait = _IDLE_WAIT_S  # nothing written: nothing to commit until a record comes
+                elif not due:
+                    wait = min(_IDLE_WAIT_S, next_commit - now)
+                elif finishing is not None:
+                    wait = _BUSY_WAIT_S  # due, the last interval still finishing: look again soon
+                else:
+                    wait = 0.0  # due: take what is there, then seal
                 handed += self._read(consumer, sink, wait, most - handed)
             elif finishing is not None:
                 futures_wait([finishing], timeout=_IDLE_WAIT_S)  # nothing to read until it is done

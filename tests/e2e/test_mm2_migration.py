@@ -20,6 +20,8 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka_helpers import (
     Rec,
     close_bounded,
+    commit_group,
+    committed_log,
     create_topics,
     end_offsets,
     produce,
@@ -31,6 +33,8 @@ from kafka_helpers import (
 )
 from mm2_process import MM2_LINES, mirror_maker, tail
 from sparkmirror.core.connect_offsets import encode_key
+from sparkmirror.core.formats import Checkpoint
+from sparkmirror.kafka.internal import read_to_end
 
 PARTITIONS = 3
 
@@ -88,8 +92,22 @@ def _mm2_offsets(bootstrap: str, source: str, topic: str) -> dict[int, int]:
     return out
 
 
-def _mm2_copies(config: Path, workdir: Path, name: str, bootstraps: dict[str, str], topic: str, total: int) -> None:
-    """MM2 runs until B holds ``total`` records a partition and its offsets say so, then is stopped."""
+def _checkpoints(bootstrap: str, group: str) -> list[Checkpoint]:
+    """Every checkpoint of ``group`` in B's checkpoints topic, MM2's and sparkmirror's, in the order written."""
+    out = []
+    for k, v in read_to_end({"bootstrap.servers": bootstrap}, "A.checkpoints.internal"):
+        if k is not None and v is not None:
+            cp = Checkpoint.decode(k, v)
+            if cp.group == group:
+                out.append(cp)
+    return out
+
+
+def _mm2_copies(
+    config: Path, workdir: Path, name: str, bootstraps: dict[str, str], topic: str, total: int, group: str = ""
+) -> None:
+    """MM2 runs until B holds ``total`` records a partition and its offsets say so (and, given ``group``, it
+    checkpointed the group), then is stopped."""
     remote = f"A.{topic}"
     with mirror_maker(config, workdir, name) as proc:
         wait_for(
@@ -107,6 +125,13 @@ def _mm2_copies(config: Path, workdir: Path, name: str, bootstraps: dict[str, st
             what=f"MM2 ({name}) to commit its source offsets",
             interval_s=1.0,
         )
+        if group:
+            wait_for(
+                lambda: {cp.partition for cp in _checkpoints(bootstraps["B"], group)} == set(range(PARTITIONS)),
+                timeout_s=120,
+                what=f"MM2 ({name}) to checkpoint group {group}: {tail(workdir, name, 1500)}",
+                interval_s=1.0,
+            )
 
 
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
@@ -123,9 +148,11 @@ def test_mm2_to_sparkmirror_and_back_copies_nothing_twice(
     )
     remote = f"A.{topic}"
 
-    # MM2 mirrors 1,000 records a partition and is stopped; 1,000 more arrive.
+    # MM2 mirrors 1,000 records a partition (and checkpoints a group at 400) and is stopped; 1,000 more arrive.
     _produce(bootstraps["A"], topic, 0, 1000)
-    _mm2_copies(cfg, tmp_path, "mm2-first", bootstraps, topic, 1000)
+    group = unique("app")
+    commit_group(bootstraps["A"], group, {(topic, p): 400 for p in range(PARTITIONS)})
+    _mm2_copies(cfg, tmp_path, "mm2-first", bootstraps, topic, 1000, group)
     _produce(bootstraps["A"], topic, 1000, 1000)
 
     # sparkmirror on the same file adopts MM2's position: nothing MM2 copied is copied again.
@@ -134,12 +161,23 @@ def test_mm2_to_sparkmirror_and_back_copies_nothing_twice(
     assert "adopted MirrorMaker 2's position from Connect's offsets topic mm2-offsets.A.internal" in first.stderr
     _check_exactly_once_each(bootstraps["B"], remote, 2000)
 
-    # A restart adopts nothing again (MM2's position is behind sparkmirror's own now).
+    # A restart adopts nothing again (MM2's position is behind sparkmirror's own now). The group moved
+    # into what sparkmirror copied.
     _produce(bootstraps["A"], topic, 2000, 500)
+    commit_group(bootstraps["A"], group, {(topic, p): 1500 for p in range(PARTITIONS)})
     again = run_cli("run", str(cfg), "--once", timeout_s=600)
     assert again.returncode == 0, again.stdout + again.stderr[-4000:]
     assert "adopted" not in again.stderr
     _check_exactly_once_each(bootstraps["B"], remote, 2500)
+    # Checkpoints continue across the switch: never lower than MM2's (the group never rewound), and exact
+    # where sparkmirror copied: the group's next record on B.
+    cps = _checkpoints(bootstraps["B"], group)
+    for p in range(PARTITIONS):
+        mine = [cp for cp in cps if cp.partition == p]
+        downs = [cp.downstream_offset for cp in mine]
+        assert downs == sorted(downs), f"{topic}[{p}]: checkpoints went back across the switch: {downs}"
+        at = {value: offset for offset, value in committed_log(bootstraps["B"], remote, p)}
+        assert (mine[-1].upstream_offset, mine[-1].downstream_offset) == (1500, at[f"{p}-1500".encode()])
 
     # Hand back: MM2 resumes where sparkmirror stopped.
     back = run_cli("handback", "mm2", str(cfg), timeout_s=300)

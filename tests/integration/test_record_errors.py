@@ -113,10 +113,10 @@ def test_a_record_the_broker_refuses_is_dead_lettered_whole(
     bootstraps, spark, tmp_path: Path, checkpoints, writer: str
 ) -> None:
     """A refusal that comes back from the broker (a null key for a compacted remote topic: INVALID_RECORD),
-    not from the writer's own size check: the record goes to the dead-letter topic whole (the JVM writer
-    reads it again from the source), and no record is lost: the broker refuses the produce batch that
-    holds it, so records batched with it are dead-lettered too (librdkafka cannot tell them apart; the
-    Java producer can, docs/faults.md), and every source record is on the target or in the dead-letter topic."""
+    not from the writer's own size check: the record goes to the dead-letter topic, and no record is lost:
+    the broker refuses the produce batch that holds it, so records batched with it are dead-lettered too
+    (librdkafka cannot tell them apart, docs/faults.md), and every source record is on the target or in
+    the dead-letter topic."""
     prefix = unique("invalid")
     topic = f"{prefix}.keys"
     create_topics(bootstraps["A"], {topic: 1})

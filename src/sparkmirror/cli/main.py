@@ -58,7 +58,7 @@ def _setup_logging(verbose: int) -> None:
     logging.getLogger("sparkmirror.kafka.librdkafka").setLevel(librdkafka)
     logging.getLogger("py4j").setLevel(logging.DEBUG if verbose > 2 else logging.WARNING)  # a line per call
     for name in ("py4j.clientserver", "py4j.java_gateway"):
-        # Never a call's arguments: the writers' plans (pickled, or the JVM writer's JSON) hold client secrets.
+        # Never a call's arguments: the writers' plans (pickled) hold client secrets.
         logging.getLogger(name).addFilter(_without_py4j_payloads)
     os.environ.setdefault("SPARKMIRROR_SPARK_LOG_LEVEL", ("ERROR", "WARN", "INFO")[min(verbose, 2)])
 

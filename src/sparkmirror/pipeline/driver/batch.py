@@ -102,7 +102,7 @@ def summary(text: str) -> str:
     if idx >= 0:
         line = text[idx:].splitlines()[0]
     elif failure is not None and not any(w in failure.group(1).split(":", 1)[0] for w in _WRAPPERS):
-        line = failure.group(1)  # a JVM task's own error (the JVM writer), inside Spark's "stage failure"
+        line = failure.group(1)  # a JVM task's own error, inside Spark's "stage failure"
     else:
         lines = [ln.strip().removeprefix(": ").strip() for ln in text.splitlines()]
         lines = [ln for ln in lines if ln and not ln.startswith(("at ", "Traceback", "File ", "..."))]

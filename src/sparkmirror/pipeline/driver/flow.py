@@ -39,7 +39,7 @@ from sparkmirror.kafka.access import AccessDenied, classify, denied, principal
 from sparkmirror.kafka.acls import AclSync
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.groups import commit_offsets, committed_offsets, committed_positions
-from sparkmirror.kafka.lag import list_offsets, log_bounds
+from sparkmirror.kafka.lag import first_records, list_offsets, log_bounds
 from sparkmirror.kafka.lease import FlowLease, LeaseHeld, LeaseRefused
 from sparkmirror.kafka.mm2offsets import mm2_positions
 from sparkmirror.kafka.topicids import TopicIds, TopicRecreated, source_topic_ids
@@ -415,6 +415,19 @@ class Flow:
                     remote_records=high - low,
                     remote_end=high,
                 )
+        # Aborted records and transaction markers fill offsets but are no records a reader sees (an earlier
+        # version's aborted transaction, a fenced zombie's): a partition counts as holding records only
+        # when a read_committed reader finds one.
+        unexplained = {
+            (remote[t], p): target[(remote[t], p)][0]
+            for (t, p), st in states.items()
+            if st.own_next is None and st.mm2_next is None and st.remote_records > 0
+        }
+        if unexplained:
+            seen = first_records(self.clients.target_consumer, unexplained, timeout_s=30)
+            for (t, p), st in states.items():
+                if (remote[t], p) in unexplained and (remote[t], p) not in seen:
+                    states[(t, p)] = dataclasses.replace(st, remote_records=0)
         decided = plan_first_start(
             states,
             adopt=flow.spark.adopt_mm2,

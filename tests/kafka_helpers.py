@@ -6,10 +6,13 @@ Nothing here mocks Kafka; every helper works against real brokers.
 from __future__ import annotations
 
 import os
+import random
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -19,6 +22,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from sparkmirror.kafka.factory import close_within
 
@@ -302,3 +306,26 @@ def running_mirror(config_path: Path) -> Iterator[list[BaseException]]:
         thread.join(120)
     assert not thread.is_alive(), "the mirror did not stop within 120 s"
     assert not errors, errors
+
+
+def free_port() -> int:
+    """A free TCP port below the ephemeral range."""
+    for _ in range(100):
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port")
+
+
+def scrape_metrics(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Every sample of a Prometheus endpoint: name -> [(labels, value)]."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return out

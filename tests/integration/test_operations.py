@@ -4,47 +4,23 @@ the clusters while the mirror runs and after it stopped."""
 from __future__ import annotations
 
 import json
-import random
-import socket
 import time
-import urllib.request
 from pathlib import Path
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_helpers import (
     Rec,
     commit_group,
     create_topics,
     end_offsets,
+    free_port,
     produce,
     run_cli,
     running_mirror,
+    scrape_metrics,
     unique,
     wait_for,
     write_config,
 )
-
-
-def _free_port() -> int:
-    for _ in range(100):
-        port = random.randrange(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port")
-
-
-def _scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
-    return out
 
 
 def _sum(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, topics: set[str]) -> float:
@@ -65,7 +41,7 @@ def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path,
         produce(bootstraps["A"], t, p, _records(n, age_s=5))
     group = unique("ops-group")
     commit_group(bootstraps["A"], group, {(f"{prefix}.a", 0): 20})
-    port = _free_port()
+    port = free_port()
     cfg = write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
@@ -87,7 +63,7 @@ def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path,
 
         # Counted where the records were acknowledged: exactly what was produced, per partition too.
         def counted() -> dict[str, list[tuple[dict[str, str], float]]] | None:
-            s = _scrape(port)
+            s = scrape_metrics(port)
             return s if _sum(s, "sparkmirror_record_count_total", remote) == total else None
 
         samples = wait_for(counted, timeout_s=30, what="the record count to reach the records produced")
@@ -107,7 +83,7 @@ def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path,
         assert samples["sparkmirror_batch_duration_seconds_count"][0][1] >= 1
         wait_for(
             lambda: (
-                (s := _scrape(port)).get("sparkmirror_lag_records")
+                (s := scrape_metrics(port)).get("sparkmirror_lag_records")
                 and _sum(s, "sparkmirror_lag_records", remote) == 0
                 and any(v > 0 for _lb, v in s.get("sparkmirror_last_checkpoint_timestamp_seconds", []))
             ),

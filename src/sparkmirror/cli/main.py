@@ -5,7 +5,8 @@ failback add 3 (a group is active on the destination) and 4 (replication has not
 run adds 5 (records expired on the source before they were mirrored), 6 (another instance
 runs the flow: it holds the flow's lease) and 7 (a source topic was deleted and re-created);
 status adds 8 (a partition lags beyond the limit given) and 9 (a flow failed, went silent or
-never reported). docs/faults.md lists run's codes with the faults behind them, and which one a
+never reported); pause, resume and throttle exit 1 when the target refuses the caller.
+docs/faults.md lists run's codes with the faults behind them, and which one a
 run whose flows stopped with different codes exits with.
 Heavy imports (pyspark, confluent-kafka) happen inside the commands.
 """
@@ -76,7 +77,7 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from sparkmirror.cli import demo, dev, failover, handback, offsets, run, setup, status
+    from sparkmirror.cli import control, demo, dev, failover, handback, offsets, run, setup, status
 
     cli.add_command(setup.setup)
     cli.add_command(dev.dev)
@@ -87,6 +88,9 @@ def _register() -> None:
     cli.add_command(failover.failback)
     cli.add_command(status.status)
     cli.add_command(handback.handback)
+    cli.add_command(control.pause)
+    cli.add_command(control.resume)
+    cli.add_command(control.throttle)
 
 
 _register()

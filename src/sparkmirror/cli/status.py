@@ -67,6 +67,26 @@ def status(
     click.get_current_context().exit(int(code))
 
 
+def flow_control_line(r: FlowReport) -> str:
+    """What flow control holds the flow to, as its process last said (empty: nothing)."""
+    s = r.status
+    if s is None or r.state not in ("running", "paused"):
+        return ""
+    parts = []
+    if r.state == "paused":
+        parts.append("paused by an operator: no source partition is read (`sparkmirror resume` goes on)")
+    elif s.paused_topics:
+        parts.append(f"topics paused by an operator: {', '.join(s.paused_topics)}")
+    if s.throttle_bytes_per_second:
+        parts.append(
+            f"throttled to {s.throttle_bytes_per_second:,} bytes/s, held back {s.throttled_ratio:.0%} of the "
+            f"time since the report before (the lag below is partly the limit's)"
+            if s.throttled_ratio >= 0.1
+            else f"byte limit {s.throttle_bytes_per_second:,} bytes/s, not holding it back"
+        )
+    return "; ".join(parts)
+
+
 def render_reports(
     reports: list[FlowReport], now_ms: int | None = None, *, all_partitions: bool = False, verdict: str | None = None
 ) -> None:
@@ -83,6 +103,9 @@ def render_reports(
         console.print(Text.assemble((f"flow {r.flow}", "bold"), f" ({r.mode}): ", (r.state, "bold"), f" {r.detail}"))
         if r.status is not None and r.status.error and r.state != "failed":
             console.print(Text(f"  last error: {r.status.error}"))
+        control = flow_control_line(r)
+        if control:
+            console.print(Text(f"  {control}"))
         lagging = [p for p in r.partitions if p.lag_records > 0]
         shown = r.partitions if all_partitions else lagging
         console.print(

@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 _FLOW_KEY = re.compile(r"^([^.]*?)->([^.]*?)\.(.+)$")
 _ROLES = ("consumer", "producer", "admin")
 # MM2 connector keys that share a client prefix but are not client properties.
+#: The one sparkmirror key a cluster takes (``B.sparkmirror.throttle.bytes.per.second``): the flows into it.
+TARGET_THROTTLE_KEY = "sparkmirror.throttle.bytes.per.second"
 _NOT_CLIENT_KEYS = frozenset({"consumer.poll.timeout.ms", "admin.timeout.ms"})
 _SPARK_CONF_PREFIX = "sparkmirror.spark.conf."
 
@@ -266,7 +268,9 @@ class _Loader:
             head, _, rest = key.partition(".")
             if head in alias_set and rest:
                 refuse_unsupported(rest, key, value)  # MM2's worker for cluster X reads the converters
-                if not _is_known_cluster_key(rest) and rest not in _NOT_CLIENT_KEYS:
+                if rest == TARGET_THROTTLE_KEY:
+                    pass  # read by the flows into this cluster (FlowConfig.target_throttle_bytes_per_second)
+                elif not _is_known_cluster_key(rest) and rest not in _NOT_CLIENT_KEYS:
                     self.unknown.append(key)
                 per_cluster[head][rest] = value
                 continue
@@ -379,6 +383,10 @@ class _Loader:
         storage = "offset.storage.topic"
         if dst_raw and storage in dst_raw and storage not in top and storage not in own:
             top = {**top, storage: dst_raw[storage]}
+        if dst_raw and TARGET_THROTTLE_KEY in dst_raw:
+            shown = f"{dst.alias}.{TARGET_THROTTLE_KEY}"
+            data["target_throttle_bytes_per_second"] = _convert(dst_raw[TARGET_THROTTLE_KEY], int, shown)
+            keys["target_throttle_bytes_per_second"] = shown
         for field_name, field in FlowConfig.model_fields.items():
             alias = field.alias
             if not alias:

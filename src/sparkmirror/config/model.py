@@ -157,6 +157,12 @@ class SparkSettings(_Frozen):
     segments and each partition's next source offset; exactly-once: one transaction per transaction
     group). At least once, a crash copies at most this much again; exactly once, readers on the target
     see records this much later (docs/performance.md has the trade-off measured)."""
+    throttle_bytes_per_second: int | None = Field(default=None, ge=1, alias="sparkmirror.throttle.bytes.per.second")
+    """Streaming engine: most key and value bytes per second a flow copies, across all its tasks wherever
+    they run (unset: no limit). Top level: each flow's limit; ``A->B.``: that flow's. A target cluster's
+    key ``B.sparkmirror.throttle.bytes.per.second`` caps all the flows into B of one process together.
+    ``sparkmirror throttle`` changes a running flow's limit without a restart; checkpoints, heartbeats and
+    status are never throttled. docs/operations.md, "Flow control"."""
     report_port: int = Field(default=0, ge=0, le=65535, alias="sparkmirror.report.port")
     """Global, streaming engine: the driver's port its tasks report to every commit interval (0: any
     free port). On Kubernetes, a fixed port the driver's Service exposes, as ``spark.driver.port``."""
@@ -216,6 +222,11 @@ class SparkSettings(_Frozen):
     MM2's dedicated mode: ``mm2-offsets.<source>.internal``); false: never read it (a remote partition
     that holds records is then refused unless ``run --existing-records`` says what to do).
     docs/migrating-from-mm2.md."""
+    sync_topic_deletions: bool = Field(default=False, alias="sparkmirror.sync.topic.deletions")
+    """A source topic the flow mirrored is deleted (not re-created): false (default, as MM2) leaves its
+    remote topic as it is; true deletes the remote topic on the target once every record of it was
+    mirrored and no consumer group on the target reads it (checked every topic refresh). Either way
+    the deletion is logged and counted (``sparkmirror_source_topic_deletions_total``). docs/faults.md."""
     startup_timeout_ms: int = Field(default=-1, ge=-1, alias="sparkmirror.startup.timeout.ms")
     """Global: how long ``run`` waits at start for a cluster that does not answer, saying at each attempt
     what it waits for (back-off 1 s to 10 s); -1 (default): for as long as it takes. A cluster lost
@@ -295,6 +306,9 @@ class FlowConfig(_Frozen):
     (``offset.storage.topic``, top level or for the target cluster as MM2 reads it; empty: MM2's
     dedicated-mode name ``mm2-offsets.<source>.internal``). ``run`` adopts MM2's position from it on
     a flow's first start; ``handback mm2`` writes sparkmirror's position there."""
+    target_throttle_bytes_per_second: int | None = Field(default=None, ge=1)
+    """``<target>.sparkmirror.throttle.bytes.per.second``: most key and value bytes per second all the
+    flows into the target copy together in one process (each flow's own limit applies too)."""
     replication_factor: int = Field(default=2, alias="replication.factor")
     """Replication factor of newly created remote topics; -1 means the target broker's default."""
     refresh_topics_enabled: bool = Field(default=True, alias="refresh.topics.enabled")

@@ -27,10 +27,12 @@ STATUS_TOPIC = "sparkmirror-status.internal"
 SILENT_AFTER_INTERVALS = 3
 SILENT_MARGIN_MS = 15_000
 
-State = Literal["starting", "running", "restarting", "stopped", "failed"]
-STATES: tuple[State, ...] = ("starting", "running", "restarting", "stopped", "failed")
-#: States in which the flow's process says it is alive (and must keep saying so).
-LIVE_STATES = frozenset({"starting", "running", "restarting"})
+State = Literal["starting", "running", "paused", "restarting", "stopped", "failed"]
+STATES: tuple[State, ...] = ("starting", "running", "paused", "restarting", "stopped", "failed")
+#: States in which the flow's process says it is alive (and must keep saying so). ``paused``: running,
+#: with every source partition paused by an operator (``sparkmirror pause``); it keeps its lease,
+#: checkpoints and metrics.
+LIVE_STATES = frozenset({"starting", "running", "paused", "restarting"})
 
 
 class StatusExit(IntEnum):
@@ -59,6 +61,12 @@ class FlowStatus:
     #: The last error (``failed``: why it stopped; ``restarting``: what it is recovering from).
     error: str | None = None
     mode: str = "at-least-once"
+    #: Flow control in effect: the source topics paused (``state`` ``paused``: the whole flow is), the byte
+    #: limit (None: none), and the share of the time since the report before that the
+    #: flow was held back by it (0 to 1).
+    paused_topics: tuple[str, ...] = ()
+    throttle_bytes_per_second: int | None = None
+    throttled_ratio: float = 0.0
 
     VERSION = 0
 
@@ -91,6 +99,11 @@ class FlowStatus:
                 restarts=int(data.get("restarts", 0)),
                 error=None if data.get("error") is None else str(data["error"]),
                 mode=str(data.get("mode", "at-least-once")),
+                paused_topics=tuple(str(t) for t in data.get("paused_topics") or ()),
+                throttle_bytes_per_second=(
+                    None if data.get("throttle_bytes_per_second") is None else int(data["throttle_bytes_per_second"])
+                ),
+                throttled_ratio=float(data.get("throttled_ratio", 0.0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"FlowStatus value of {key!r}: missing or bad field {exc}") from None
@@ -165,6 +178,8 @@ def flow_state(status: FlowStatus | None, now_ms: int) -> tuple[str, str]:
                 "(killed, or it cannot reach the target)"
             )
         detail = f"on {where}, reported {age_s}s ago"
+        if status.state == "paused":
+            detail += "; paused by an operator (sparkmirror pause): it keeps its lease, checkpoints and metrics"
         if status.state == "restarting" and status.error:
             detail += f"; recovering from: {status.error}"
         return status.state, detail

@@ -46,8 +46,16 @@ METRIC_NAMES: dict[str, str] = {
     "sparkmirror_lag_seconds": "Age of the oldest record not yet mirrored (0 when none waits).",
     "sparkmirror_batch_duration_seconds": "Wall time of a micro-batch on the driver, planning to commit.",
     "sparkmirror_last_batch_timestamp_seconds": "Unix time of the last committed micro-batch.",
-    "sparkmirror_flow_state": "The flow's state: 1 for the current one of starting, running, restarting, "
+    "sparkmirror_flow_state": "The flow's state: 1 for the current one of starting, running, paused, restarting, "
     "stopped, failed.",
+    "sparkmirror_source_topic_deletions_total": "Source topics the flow mirrored found deleted on the source "
+    "(labelled with the remote topic): no longer copied.",
+    "sparkmirror_remote_topic_deletions_total": "Remote topics deleted on the target after their source topic was "
+    "(sparkmirror.sync.topic.deletions = true).",
+    "sparkmirror_throttled_seconds_total": "Seconds the flow's copy waited for its byte limit (its tasks' waits, "
+    "averaged over its tasks): its rate is the share of the time the flow is held back.",
+    "sparkmirror_throttle_bytes_per_second": "The flow's byte limit in effect (sparkmirror.throttle.bytes.per.second "
+    "or `sparkmirror throttle`, within its target's); 0: none.",
     "sparkmirror_flow_restarts_total": "Restarts of the flow's query after a failure.",
     "sparkmirror_checkpoint_latency_ms": "Time from reading the source groups' offsets to their checkpoints being "
     "durable on the target, longest slice of the last cycle (MM2 checkpoint-latency-ms, per flow).",
@@ -108,6 +116,19 @@ class MirrorMetrics:
             "sparkmirror_flow_state", _doc("sparkmirror_flow_state"), _FLOW, states=list(STATES), registry=r
         )
         self.restarts = Counter("sparkmirror_flow_restarts", _doc("sparkmirror_flow_restarts_total"), _FLOW, registry=r)
+        topic = (*_FLOW, "topic")
+        self.source_deleted = Counter(
+            "sparkmirror_source_topic_deletions", _doc("sparkmirror_source_topic_deletions_total"), topic, registry=r
+        )
+        self.remote_deleted = Counter(
+            "sparkmirror_remote_topic_deletions", _doc("sparkmirror_remote_topic_deletions_total"), topic, registry=r
+        )
+        self.throttled = Counter(
+            "sparkmirror_throttled_seconds", _doc("sparkmirror_throttled_seconds_total"), _FLOW, registry=r
+        )
+        self.throttle_limit = Gauge(
+            "sparkmirror_throttle_bytes_per_second", _doc("sparkmirror_throttle_bytes_per_second"), _FLOW, registry=r
+        )
         self.checkpoint_latency = Gauge(
             "sparkmirror_checkpoint_latency_ms", _doc("sparkmirror_checkpoint_latency_ms"), _FLOW, registry=r
         )
@@ -205,6 +226,18 @@ class FlowMetrics:
 
     def state(self, state: str) -> None:
         self.m.state.labels(self.source, self.target).state(state)
+
+    def source_topic_deleted(self, topic: str) -> None:
+        self.m.source_deleted.labels(self.source, self.target, self._labels(topic, 0)[2]).inc()
+
+    def remote_topic_deleted(self, topic: str) -> None:
+        self.m.remote_deleted.labels(self.source, self.target, self._labels(topic, 0)[2]).inc()
+
+    def throttle(self, held_s: float, limit: float | None) -> None:
+        """Seconds the flow was held back since the last call, and its byte limit now (None: none)."""
+        if held_s > 0:
+            self.m.throttled.labels(self.source, self.target).inc(held_s)
+        self.m.throttle_limit.labels(self.source, self.target).set(limit or 0)
 
     def restarted(self) -> None:
         self.m.restarts.labels(self.source, self.target).inc()

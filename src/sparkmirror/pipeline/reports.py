@@ -5,8 +5,10 @@ it does. Every commit interval, after its progress is durable on the target, a t
 thread of its own, so it never waits for the driver) one line of JSON to the driver over TCP: its
 token, the partitions' results of the interval
 (:class:`~sparkmirror.pipeline.executor.results.PartitionResult` rows: records, bytes, segments,
-a refusal), and every assigned partition's position and source end. The driver answers with one
-line: whether the task is to stop.
+a refusal), every assigned partition's position and source end, and what it copied and how long it
+waited for its byte budget since its last report. The driver answers with one line
+(:class:`Answer`): whether the task is to stop, the bytes per second it may copy, and which of the
+flow's source topics are paused (flow control, :mod:`sparkmirror.core.control`).
 
 What the channel must never carry is correctness: progress is on the target before it is
 reported, so a lost report costs a metric, never a record (the driver reloads the offset map from
@@ -50,6 +52,14 @@ class Report:
     positions: list[tuple[str, int, int, int]] = field(default_factory=list)
     #: The task's last report: it ends after this one (a refusal, ``--once`` at its end, a stop).
     final: bool = False
+    #: Key and value bytes the task read since its last report, the seconds that took, and the part
+    #: of them it waited for its byte budget (throttled).
+    copied_bytes: int = 0
+    window_s: float = 0.0
+    held_s: float = 0.0
+    #: The version of the flow control the task follows (:attr:`Answer.version`): the driver says a
+    #: change is in effect (``status``: ``paused``) once every task reported it.
+    control_version: int = 0
 
     def to_json(self, token: str) -> bytes:
         body = {
@@ -59,6 +69,10 @@ class Report:
             "results": self.results,
             "positions": self.positions,
             "final": self.final,
+            "copied_bytes": self.copied_bytes,
+            "window_s": round(self.window_s, 6),
+            "held_s": round(self.held_s, 6),
+            "control_version": self.control_version,
         }
         return json.dumps(body, separators=(",", ":")).encode() + b"\n"
 
@@ -74,6 +88,38 @@ class Report:
             results=results,
             positions=[(str(t), int(p), int(n), int(e)) for t, p, n, e in positions],
             final=bool(body.get("final")),
+            copied_bytes=int(body.get("copied_bytes") or 0),  # type: ignore[call-overload]
+            window_s=float(body.get("window_s") or 0.0),  # type: ignore[arg-type]
+            held_s=float(body.get("held_s") or 0.0),  # type: ignore[arg-type]
+            control_version=int(body.get("control_version") or 0),  # type: ignore[call-overload]
+        )
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The driver's answer to one report: stop, and the flow control the task is to follow."""
+
+    stop: bool = False
+    #: Bytes per second the task may copy (``None``: no limit).
+    rate: float | None = None
+    #: The flow's source topics that are not to be read (the task pauses its partitions of them).
+    paused: tuple[str, ...] = ()
+    #: Which change of the flow control this is (the task reports it back once it follows it).
+    version: int = 0
+
+    def to_json(self) -> bytes:
+        body = {"stop": self.stop, "rate": self.rate, "paused": list(self.paused), "version": self.version}
+        return json.dumps(body, separators=(",", ":")).encode() + b"\n"
+
+    @classmethod
+    def from_json(cls, line: bytes) -> Answer:
+        body = json.loads(line)
+        rate = body.get("rate")
+        return cls(
+            stop=bool(body.get("stop")),
+            rate=None if rate is None else float(rate),
+            paused=tuple(str(t) for t in body.get("paused") or ()),
+            version=int(body.get("version") or 0),
         )
 
 
@@ -100,6 +146,9 @@ class ReportClient:
         self._closed = False
         #: The driver has told the task to stop (in an answer to any report).
         self._stop = False
+        #: The driver's last answer (its flow control), and how many answers came so far.
+        self.answer = Answer()
+        self.answers = 0
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._send_queued, name="sparkmirror-report", daemon=True)
         self._thread.start()
@@ -150,7 +199,7 @@ class ReportClient:
                 line = self.reader.readline(MAX_LINE)
                 if not line:
                     raise ConnectionError("the driver closed the report channel")
-                stop = bool(json.loads(line).get("stop"))
+                answer = Answer.from_json(line)
             except BaseException as exc:  # noqa: BLE001 - any failure ends the channel, said by the next post
                 with self._wake:
                     self._failure = exc
@@ -158,7 +207,9 @@ class ReportClient:
                     done.set()
                 return
             with self._wake:
-                self._stop = self._stop or stop
+                self._stop = self._stop or answer.stop
+                self.answer = answer
+                self.answers += 1
             for done in waiters:
                 done.set()
 
@@ -190,19 +241,26 @@ def merge(reports: list[Report]) -> Report:
         results=[row for r in reports for row in r.results],
         positions=list(positions.values()),
         final=last.final,
+        control_version=last.control_version,
+        copied_bytes=sum(r.copied_bytes for r in reports),
+        window_s=sum(r.window_s for r in reports),
+        held_s=sum(r.held_s for r in reports),
     )
+
+
+OnReport = Callable[[Report], "Answer | bool"]
 
 
 class ReportServer:
     """The driver's end: takes every task's reports, answers whether to stop. One per process (a
     fixed port serves every flow): each flow's job registers its token and what to do with a report.
 
-    ``on_report(report)`` runs on the connection's thread (one per task) and returns True to stop
-    the task; it must be thread-safe.
+    ``on_report(report)`` runs on the connection's thread (one per task) and returns the
+    :class:`Answer` (or just whether to stop); it must be thread-safe.
     """
 
     def __init__(self, *, bind: str, advertise: str, port: int = 0) -> None:
-        self._handlers: dict[str, Callable[[Report], bool]] = {}
+        self._handlers: dict[str, OnReport] = {}
         self._lock = threading.Lock()
         outer = self
 
@@ -223,7 +281,7 @@ class ReportServer:
         self.thread = threading.Thread(target=self.server.serve_forever, name="sparkmirror-reports", daemon=True)
         self.thread.start()
 
-    def register(self, token: str, on_report: Callable[[Report], bool]) -> None:
+    def register(self, token: str, on_report: OnReport) -> None:
         with self._lock:
             self._handlers[token] = on_report
 
@@ -231,7 +289,7 @@ class ReportServer:
         with self._lock:
             self._handlers.pop(token, None)
 
-    def _handler(self, token: str) -> Callable[[Report], bool] | None:
+    def _handler(self, token: str) -> OnReport | None:
         with self._lock:
             handlers = list(self._handlers.items())
         found = None
@@ -263,8 +321,10 @@ class ReportServer:
                 return
             on_report = self._handler(token)
             # A job that has ended (stopped, failed) tells its remaining tasks to stop.
-            stop = True if on_report is None else on_report(Report.from_json(body))
-            wfile.write(json.dumps({"stop": stop}).encode() + b"\n")  # type: ignore[attr-defined]
+            answer = Answer(stop=True) if on_report is None else on_report(Report.from_json(body))
+            if isinstance(answer, bool):
+                answer = Answer(stop=answer)
+            wfile.write(answer.to_json())  # type: ignore[attr-defined]
             wfile.flush()  # type: ignore[attr-defined]
 
     def close(self) -> None:

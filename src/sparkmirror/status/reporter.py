@@ -59,7 +59,17 @@ class StatusReporter:
         )
         self._topic_ready = True
 
-    def report(self, state: State, *, error: str | None = None, records: int = 0, restarts: int = 0) -> None:
+    def report(
+        self,
+        state: State,
+        *,
+        error: str | None = None,
+        records: int = 0,
+        restarts: int = 0,
+        paused_topics: tuple[str, ...] = (),
+        throttle: int | None = None,
+        throttled_ratio: float = 0.0,
+    ) -> None:
         """Say ``state`` (again: every interval while running)."""
         self.state = state
         self.error = error
@@ -79,6 +89,9 @@ class StatusReporter:
             restarts=restarts,
             error=error,
             mode="exactly-once" if self.flow.exactly_once else "at-least-once",
+            paused_topics=paused_topics,
+            throttle_bytes_per_second=throttle,
+            throttled_ratio=round(throttled_ratio, 3),
         )
         try:
             self._write(status)

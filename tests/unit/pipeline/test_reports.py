@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sparkmirror.pipeline.reports import Report, ReportClient, ReportServer, merge
+from sparkmirror.pipeline.reports import Answer, Report, ReportClient, ReportServer, merge
 
 
 @pytest.fixture
@@ -115,3 +115,25 @@ def test_a_stop_said_in_answer_to_a_post_is_seen_without_waiting(server: ReportS
         time.sleep(0.01)
     assert client.stop_requested
     client.close()
+
+
+def test_the_flow_control_in_an_answer_reaches_the_task_with_its_window(server: ReportServer) -> None:
+    got: list[Report] = []
+
+    def on_report(report: Report) -> Answer:
+        got.append(report)
+        return Answer(stop=False, rate=1234.5, paused=("orders",))
+
+    server.register("t", on_report)
+    client = ReportClient(server.address, "t")
+    assert client.send(Report(0, 0, copied_bytes=900, window_s=1.5, held_s=0.25)) is False
+    client.close()
+    assert client.answer == Answer(rate=1234.5, paused=("orders",)) and client.answers == 1
+    assert (got[0].copied_bytes, got[0].window_s, got[0].held_s) == (900, 1.5, 0.25)
+
+
+def test_reports_merged_add_up_their_windows() -> None:
+    a = Report(0, 0, copied_bytes=10, window_s=1.0, held_s=0.5)
+    b = Report(0, 0, copied_bytes=5, window_s=0.5, held_s=0.0, final=True)
+    m = merge([a, b])
+    assert (m.copied_bytes, m.window_s, m.held_s, m.final) == (15, 1.5, 0.5, True)

@@ -10,6 +10,7 @@ from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.ranges import SourceRange
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.stream import StreamTask
+from sparkmirror.pipeline.reports import Answer
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Consumer:
     def __init__(self, msgs: list[Msg]) -> None:
         self.msgs = msgs
         self.unassigned: list[list[tuple[str, int]]] = []
+        self.calls: list[tuple[str, list[tuple[object, ...]]]] = []
 
     def poll(self, _timeout: float) -> Msg | None:
         return self.msgs.pop(0) if self.msgs else None
@@ -58,6 +60,15 @@ class Consumer:
 
     def incremental_unassign(self, tps: list[object]) -> None:
         self.unassigned.append([(tp.topic, tp.partition) for tp in tps])  # type: ignore[attr-defined]
+
+    def pause(self, tps: list[object]) -> None:
+        self.calls.append(("pause", [(tp.topic, tp.partition) for tp in tps]))  # type: ignore[attr-defined]
+
+    def resume(self, tps: list[object]) -> None:
+        self.calls.append(("resume", [(tp.topic, tp.partition) for tp in tps]))  # type: ignore[attr-defined]
+
+    def seek(self, tp: object) -> None:
+        self.calls.append(("seek", [(tp.topic, tp.partition, tp.offset)]))  # type: ignore[attr-defined]
 
 
 class Sink:
@@ -76,7 +87,8 @@ def test_a_partitions_last_record_and_its_end_in_one_read_unassign_it_once() -> 
     task.next = {("t", 0): 0, ("t", 1): 0}
     consumer = Consumer([Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2), Msg("t", 0, 3, eof=True), Msg("t", 1, 0)])
     sink = Sink()
-    assert task._read(consumer, sink, 0.1, 100) == 5  # type: ignore[arg-type]
+    # five messages taken, 3 bytes of key and value in each of the four records
+    assert task._read(consumer, sink, 0.1, 100) == (5, 12)  # type: ignore[arg-type]
     assert consumer.unassigned == [[("t", 0)]]
     assert task.done == {("t", 0)}
     assert sink.written == {("t", 0): [0, 1, 2], ("t", 1): [0]}
@@ -90,3 +102,21 @@ def test_records_past_a_ranges_end_or_already_copied_are_not_written() -> None:
     task._read(consumer, sink, 0.1, 100)  # type: ignore[arg-type]
     assert sink.written == {("t", 0): [6]}
     assert task.done == {("t", 0)} and consumer.unassigned == [[("t", 0)]]
+
+
+def test_a_paused_topics_partitions_are_paused_and_resumed_where_the_task_stands() -> None:
+    task = StreamTask(PLAN, 0, [SourceRange("t", 0, 0, 100), SourceRange("t", 1, 0, 100), SourceRange("u", 0, 0, 9)])
+    task.next = {("t", 0): 5, ("t", 1): 7, ("u", 0): 0}
+    consumer = Consumer([])
+    task._follow(consumer, Answer(rate=1000.0, paused=("t",)))  # type: ignore[arg-type]
+    assert consumer.calls == [("pause", [("t", 0), ("t", 1)])]
+    assert task.budget.rate == 1000.0
+    # a record of a paused partition fetched before the pause is not taken: read again on resume
+    consumer.msgs = [Msg("t", 0, 5), Msg("u", 0, 0)]
+    sink = Sink()
+    task._read(consumer, sink, 0.1, 100)  # type: ignore[arg-type]
+    assert sink.written == {("u", 0): [0]} and task.next[("t", 0)] == 5
+    consumer.calls.clear()
+    task._follow(consumer, Answer())  # type: ignore[arg-type]
+    assert consumer.calls == [("resume", [("t", 0), ("t", 1)]), ("seek", [("t", 0, 5)]), ("seek", [("t", 1, 7)])]
+    assert task.budget.rate is None and task.paused == set()

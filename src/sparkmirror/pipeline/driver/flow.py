@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import FlowConfig
+from sparkmirror.control.store import ControlWatcher
 from sparkmirror.core.adoption import (
     HANDED_BACK,
     ExistingRecords,
@@ -29,6 +30,7 @@ from sparkmirror.core.adoption import (
 )
 from sparkmirror.core.checkpoints import CheckpointPass
 from sparkmirror.core.connect_offsets import offsets_topic
+from sparkmirror.core.control import FlowControl
 from sparkmirror.core.naming import lease_group, offset_map_topic, progress_group, topic_ids_group
 from sparkmirror.core.policy import IdentityReplicationPolicy
 from sparkmirror.core.ranges import OPEN_END, SourceRange
@@ -47,7 +49,15 @@ from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore
 from sparkmirror.offsets.syncs import OffsetSyncWriter
 from sparkmirror.pipeline.driver.batch import BatchHandler
-from sparkmirror.pipeline.driver.progress import FlowProgress, lag_from_progress, last_progress, partition_lags
+from sparkmirror.pipeline.driver.control import FlowThrottle, TargetShares
+from sparkmirror.pipeline.driver.deletions import TopicDeletions
+from sparkmirror.pipeline.driver.progress import (
+    FlowProgress,
+    lag_from_progress,
+    last_progress,
+    partition_lags,
+    partition_positions,
+)
 from sparkmirror.pipeline.driver.query import (
     StartingOffsets,
     check_checkpoint_identity,
@@ -173,6 +183,7 @@ class Flow:
         flow_count: int = 1,
         existing_records: ExistingRecords = "refuse",
         mm2_offsets_topic: str = "",
+        target_shares: TargetShares | None = None,
     ) -> None:
         self.spark = spark
         self.flow = flow
@@ -220,6 +231,17 @@ class Flow:
         self.metrics = metrics.flow(flow.source, flow.target, self.topics.remote_name) if metrics else None
         self.batches.metrics = self.metrics
         self.status = StatusReporter(clients, flow.spark.progress_interval_seconds, self.metrics)
+        #: Flow control: the operator's record on the target, and the limit the tasks share.
+        self.control = ControlWatcher(clients)
+        self.throttle = FlowThrottle(
+            flow.name, flow.target, configured=flow.spark.throttle_bytes_per_second, targets=target_shares
+        )
+        self._held_counted = 0.0
+        self._held_seen = (time.monotonic(), 0.0)
+        self._reported_control: tuple[FlowControl, tuple[str, ...]] = self.throttle.in_effect
+        self.deletions = TopicDeletions(
+            clients, self.store, self.topics.remote_name, sync=flow.spark.sync_topic_deletions, metrics=self.metrics
+        )
         self.scheduler = Scheduler()
         #: The checkpoint pass under way (its slices are spread over the interval).
         self._pass: CheckpointPass | None = None
@@ -251,6 +273,8 @@ class Flow:
             # to `sparkmirror status` (not the previous run's state).
             self._step("target", "create the status topic")
             self.status.ensure_topic()
+            self.control.start()  # before the copy: a flow paused before it starts copies nothing
+            self._follow(self.control.control, said=False)
             if flow.spark.engine == "batch":  # the streaming engine keeps no Spark checkpoint
                 check_checkpoint_identity(self.clients)
             self._step("target", "create the internal topics")
@@ -314,9 +338,63 @@ class Flow:
         self.target.record_layouts(self.batches.plan, {self.batches.plan.transaction_groups})
 
     def report(self, state: State, error: str | None = None) -> None:
-        """Say the flow's state on its target (and in the metrics)."""
+        """Say the flow's state on its target (and in the metrics); a running flow the operator paused
+        whole is ``paused`` once every task follows the pause (flow control in effect, not just asked)."""
         p = self.progress
-        self.status.report(state, error=error, records=p.records, restarts=p.restarts)
+        control, paused = self.throttle.in_effect if self._pausable else (FlowControl(self.flow.name), ())
+        if state == "running" and control.paused:
+            state = "paused"
+        limit = self.throttle.limit() if self._pausable else None
+        self._reported_control = (control, paused)
+        self.status.report(
+            state,
+            error=error,
+            records=p.records,
+            restarts=p.restarts,
+            paused_topics=paused,
+            throttle=None if limit is None else int(limit),
+            throttled_ratio=self._held_ratio(),
+        )
+
+    def _held_ratio(self) -> float:
+        """The share of the time since the last call that the flow's tasks waited for the byte limit."""
+        now, held = time.monotonic(), self.throttle.held_s
+        last_at, last_held = self._held_seen
+        self._held_seen = (now, held)
+        return 0.0 if now <= last_at else min(1.0, max(0.0, (held - last_held) / (now - last_at)))
+
+    @property
+    def _pausable(self) -> bool:
+        """Flow control lives in the streaming engine's tasks."""
+        return self.flow.spark.engine == "streaming"
+
+    def _follow(self, control: FlowControl, *, said: bool = True) -> None:
+        """The operator's record from now on: said in the log, handed to the tasks with their next answer."""
+        self.throttle.follow(control, self.subscribed or self.topics.source_topics())
+        if not said:
+            if control != FlowControl(self.flow.name):
+                log.warning("flow=%s starts under flow control: %s", self.flow.name, self._control_line(control))
+            return
+        if not self._pausable:
+            log.error(
+                "flow=%s flow control changed (%s) but is not applied: only the streaming engine (sparkmirror.engine "
+                "= streaming) follows it",
+                self.flow.name,
+                self._control_line(control),
+            )
+            return
+        log.warning("flow=%s flow control changed: %s", self.flow.name, self._control_line(control))
+
+    def _control_line(self, control: FlowControl) -> str:
+        paused = self.throttle.paused_topics
+        limit = control.limit(self.flow.spark.throttle_bytes_per_second)
+        parts = [
+            "the whole flow paused" if control.paused else
+            f"paused topics {', '.join(paused) or '(none now)'} (by {', '.join(control.paused_topics)})"
+            if control.paused_topics else "not paused",
+            f"at most {limit:,} bytes/s" if limit else "no byte limit",
+        ]  # fmt: skip
+        return "; ".join(parts) + (f" (by {control.by})" if control.by else "")
 
     def check_topic_ids(self, topics: Iterable[str]) -> None:
         """Stop the flow (:class:`TopicRecreatedError`) if a source topic is not the one mirrored so far;
@@ -563,6 +641,12 @@ class Flow:
 
     def _report_running(self) -> None:
         self.report("running")
+        if self.query is not None:
+            self.deletions.positions(partition_positions(last_progress(self.query)))
+        if self.metrics is not None:
+            held, self._held_counted = self.throttle.held_s - self._held_counted, self.throttle.held_s
+            limit = self.throttle.limit() if self._pausable else None
+            self.metrics.throttle(held, limit)
         if self.metrics is not None and self.query is not None:
             self.metrics.lag(partition_lags(self.clients, last_progress(self.query)))
 
@@ -578,10 +662,16 @@ class Flow:
             )
         if self.query is not None:
             self.progress.lag = lag_from_progress(last_progress(self.query))
+        changed = self.control.poll()
+        if changed is not None:
+            self._follow(changed)
+        if self.query is not None and self.throttle.in_effect != self._reported_control:
+            self.report("running")  # paused (or running again) as soon as every task follows it
         self.scheduler.run_due()
 
     # -- the query ----------------------------------------------------------
     def _start_query(self, topics: dict[str, int]) -> None:
+        self.deletions.check(topics, self.batches.subscribed)  # topics mirrored so far, gone from the source
         self.batches.subscribed = dict(topics)
         if not topics:
             log.info(
@@ -652,7 +742,9 @@ class Flow:
         if self.once:
             ranges = [r for r in ranges if r.until > r.start]
         cores = max(1, int(self.spark.sparkContext.defaultParallelism))
-        return StreamingCopy(self.spark, self.batches, plan, ranges, tasks=max(1, cores // self.flow_count))
+        tasks = max(1, cores // self.flow_count)
+        self.throttle.follow(self.throttle.control, topics)
+        return StreamingCopy(self.spark, self.batches, plan, ranges, tasks=tasks, throttle=self.throttle)
 
     def _resume_offsets(self, topics: dict[str, int]) -> StartingOffsets:
         """Where each partition resumes by what the target holds: exactly once, the progress; at least
@@ -712,19 +804,26 @@ class Flow:
             q.stop()
         except Exception as exc:  # noqa: BLE001 - stopping a query that just failed
             log.debug("flow=%s stopping query: %s", self.flow.name, exc)
+        self.deletions.positions(partition_positions(last_progress(q)))
         self.query = None
+        self.throttle.stopped()
 
     def take_ended_query(self) -> BaseException | None:
         """The query has ended: forget it; returns its error (``None``: it ended normally)."""
         assert self.query is not None
         error = self.query.exception()
         self.progress.lag = lag_from_progress(last_progress(self.query))
+        self.deletions.positions(partition_positions(last_progress(self.query)))
         self.query = None
+        self.throttle.stopped()
         return error
 
     # -- chores --------------------------------------------------------------
     def _refresh_topics(self) -> None:
-        """Start the query once a source topic matches; restart it when the set of topics changed."""
+        """Start the query once a source topic matches; restart it when the set of topics changed; delete
+        the remote topics of deleted source topics once that is safe (``sparkmirror.sync.topic.deletions``)."""
+        if self.deletions.pending:
+            self.deletions.sync()
         if self.query is None:
             topics = self.topics.source_topics()
             if topics:
@@ -849,6 +948,8 @@ class Flow:
         if self.status.state != "failed":
             self.report("stopped")
         self.status.close()
+        self.control.close()
+        self.throttle.close()
         self.store.close()
         self.syncs.close()
         self.checkpoints.close()

@@ -16,6 +16,7 @@ from sparkmirror.heartbeats.emitter import HeartbeatEmitter
 from sparkmirror.kafka.access import AccessDenied
 from sparkmirror.kafka.flowclients import ClusterClients, FlowClients
 from sparkmirror.kafka.lease import FlowLease
+from sparkmirror.pipeline.driver.control import TargetShares
 from sparkmirror.pipeline.driver.flow import Flow, take_lease
 from sparkmirror.pipeline.driver.scheduler import Scheduler
 from sparkmirror.pipeline.driver.startup import wait_for_clusters
@@ -117,6 +118,8 @@ class Mirror:
             if on_progress is not None:
                 interval = progress_every_s or min(f.spark.progress_interval_seconds for f in self.config.flows)
                 chores.every("progress", interval, lambda: on_progress(self.runners))
+            # A target cluster's byte limit is shared by the flows into it (in this process).
+            targets = TargetShares({f.target: f.target_throttle_bytes_per_second for f in self.config.flows})
             for config in self.config.flows:
                 log.info("flow=%s mode=%s", config.name, "exactly-once" if config.exactly_once else "at-least-once")
                 flow = Flow(
@@ -130,6 +133,7 @@ class Mirror:
                     metrics=self.metrics,
                     shared=len(self.config.flows) > 1,
                     flow_count=len(self.config.flows),
+                    target_shares=targets,
                 )
                 supervisor = FlowSupervisor(flow)
                 self.runners.append(flow)

@@ -8,7 +8,8 @@ through the same :meth:`~sparkmirror.pipeline.driver.batch.BatchHandler.record` 
 task; a task that fails is retried by Spark (``spark.task.maxFailures``) from the progress on the
 target; a job that fails ends the copy with its error and the supervisor starts it again, from
 the target again. It presents what the flow and its supervisor read of a Structured Streaming query
-(``isActive``, ``exception()``, ``stop()``, the last progress), so both engines share them.
+(``isActive``, ``exception()``, ``stop()``, the last progress), so both engines share them. Each
+answer carries the flow control the task is to follow (:mod:`sparkmirror.pipeline.driver.control`).
 
 What it must never do: let a task start on a partition another task of the flow still writes (a
 job at a time per flow; a stop waits for its tasks, then cancels them), or take a report as
@@ -28,10 +29,11 @@ from typing import TYPE_CHECKING
 from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out
 from sparkmirror.core.transactions import group_key
 from sparkmirror.pipeline.driver.batch import BatchHandler
+from sparkmirror.pipeline.driver.control import FlowThrottle
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.stream import stream_partitions
-from sparkmirror.pipeline.reports import Report, ReportServer
+from sparkmirror.pipeline.reports import Answer, Report, ReportServer
 from sparkmirror.pipeline.session import SCHEDULER_POOL, pool_name
 
 if TYPE_CHECKING:
@@ -86,6 +88,7 @@ class StreamingCopy:
         ranges: list[SourceRange],
         *,
         tasks: int,
+        throttle: FlowThrottle | None = None,
     ) -> None:
         self.spark = spark
         self.handler = handler
@@ -103,6 +106,10 @@ class StreamingCopy:
         self.server.register(token, self._on_report)
         self.plan = dataclasses.replace(plan, report_address=self.server.address, report_token=token)
         self.groups = assign(ranges, tasks, self.plan)
+        #: Flow control: what the tasks follow from their start and are told with each answer.
+        self.throttle = throttle or FlowThrottle(self.flow, handler.flow.target, configured=None)
+        self.plan = dataclasses.replace(self.plan, start_control=self.throttle.first(len(self.groups)))
+        self.throttle.tasks(range(len(self.groups)))
         self.group_id = f"sparkmirror-stream-{self.flow}-{secrets.token_hex(4)}"
         self.started = time.monotonic()
         #: Tasks that have reported at least once; one that never does waits for a task slot.
@@ -204,8 +211,9 @@ class StreamingCopy:
             self._stop.set()
             self.server.unregister(self.token)  # tasks of a failed job still reporting are told to stop
 
-    def _on_report(self, report: Report) -> bool:
-        """One task's interval: its results recorded as a micro-batch's; True tells it to stop."""
+    def _on_report(self, report: Report) -> Answer:
+        """One task's interval: its results recorded as a micro-batch's; the answer tells it whether to
+        stop, and the flow control it is to follow."""
         try:
             results = [PartitionResult.from_row(row) for row in report.results]
         except Exception as exc:  # noqa: BLE001 - a report the driver cannot read is said, not fatal
@@ -226,4 +234,4 @@ class StreamingCopy:
                 self.handler.metrics.batch(results, self.plan.commit_interval_ms / 1000, time.time())
             except Exception as exc:  # noqa: BLE001 - metrics must not fail the copy
                 log.warning("flow=%s metrics of task %d not counted: %s", self.flow, report.task, exc)
-        return self._stop.is_set()
+        return self.throttle.answer(report, self._stop.is_set())

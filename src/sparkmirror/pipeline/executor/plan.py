@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from sparkmirror.core.naming import reader_group
 from sparkmirror.core.policy import ReplicationPolicy
 from sparkmirror.core.transactions import PER_PARTITION, writer_id
+from sparkmirror.pipeline.reports import Answer
 
 #: This Python worker, as the result rows name it (exactly-once producers are per worker).
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
@@ -91,6 +92,9 @@ class WritePlan:
     #: proves itself with (:mod:`sparkmirror.pipeline.reports`).
     report_address: tuple[str, int] = ("", 0)
     report_token: str = field(default="", repr=False)
+    #: Streaming engine: the flow control a task follows from its start until the driver's first
+    #: answer (a flow paused or throttled when its job starts copies nothing it should not meanwhile).
+    start_control: Answer = field(default_factory=Answer)
     #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_RECORDS): the first attempt of
     #: every task fails after handing this many records to its producers.
     test_fail_after_records: int = 0

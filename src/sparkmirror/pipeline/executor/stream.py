@@ -12,6 +12,12 @@ Where a task starts: each partition's start from the driver, raised to the progr
 the target (the commit's floors), so a task that Spark retries resumes where its failed attempt's
 last commit left off: at least once, a failure copies at most one commit interval again.
 
+Flow control (:mod:`sparkmirror.core.control`): the driver's answers say which source topics are
+paused (their partitions are paused on the consumer, and resumed at the next offset to copy) and
+how many bytes per second the task may copy (a :class:`~sparkmirror.core.control.TokenBucket`: the
+task waits before a read while its budget is spent, serving delivery reports and committing as
+usual meanwhile, and takes no more records at once than the budget has room for).
+
 What it must never do: report progress past a record the target has not acknowledged, or jump over
 offsets the source no longer holds (the consumer's ``auto.offset.reset = error`` fails the task, and
 the driver's restart reports the loss before anything past it is copied).
@@ -27,6 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from typing import TYPE_CHECKING
 
+from sparkmirror.core.control import TokenBucket
 from sparkmirror.core.ranges import SourceRange
 from sparkmirror.logs import worker_logging
 from sparkmirror.pipeline.exceptions import WriteError
@@ -37,7 +44,7 @@ from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.sink import Record, Sink
 from sparkmirror.pipeline.executor.sources import check_client_error
 from sparkmirror.pipeline.executor.tasks import collector_paused, keep_zip_directories
-from sparkmirror.pipeline.reports import Report, ReportClient
+from sparkmirror.pipeline.reports import Answer, Report, ReportClient
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError
@@ -77,6 +84,15 @@ class StreamTask:
         self.next: dict[PartitionKey, int] = {}
         #: Partitions copied to their range's end (``--once``).
         self.done: set[PartitionKey] = set()
+        #: Partitions paused on the consumer (flow control), and the byte budget.
+        self.paused: set[PartitionKey] = set()
+        self.budget = TokenBucket()
+        #: Key and value bytes read since the last report, and the budget's held seconds then.
+        self._copied = 0
+        self._held_reported = 0.0
+        self._answers_applied = 0
+        #: The version of the flow control followed (reported back to the driver).
+        self._control_version = 0
 
     def run(self) -> list[PartitionResult]:
         from pyspark import TaskContext
@@ -98,6 +114,7 @@ class StreamTask:
                     self.done.add(key)
             consumer = clients.source_consumer(plan)
             self._assign(consumer)
+            self._follow(consumer, plan.start_control)  # until the driver's first answer
             with collector_paused():
                 results = self._copy(sink, consumer, channel, attempt, finisher)
             finisher.shutdown()
@@ -129,7 +146,11 @@ class StreamTask:
         handed = 0  # records handed to the sink since the last seal
         stopping = False
         finishing: Future[list[PartitionResult]] | None = None
+        last_report = time.monotonic()
         while True:
+            if channel.answers != self._answers_applied:
+                self._answers_applied = channel.answers
+                self._follow(consumer, channel.answer)
             now = time.monotonic()
             due = now >= next_commit or handed >= most
             if len(self.done) < len(self.ranges) and not stopping and handed < most:
@@ -141,7 +162,17 @@ class StreamTask:
                     wait = _BUSY_WAIT_S  # due, the last interval still finishing: look again soon
                 else:
                     wait = 0.0  # due: take what is there, then seal
-                handed += self._read(consumer, sink, wait, most - handed)
+                hold = self.budget.wait_s(now)
+                if hold > 0:  # throttled: no read until the budget allows one (commits and reports go on)
+                    hold = min(hold, max(wait, 0.001))
+                    time.sleep(hold)
+                    self.budget.held(hold)
+                else:
+                    room = self.budget.room(now, most - handed)
+                    taken, nbytes = self._read(consumer, sink, wait, room)
+                    handed += taken
+                    self._copied += nbytes
+                    self.budget.take(nbytes, taken, time.monotonic())
             elif finishing is not None:
                 futures_wait([finishing], timeout=_IDLE_WAIT_S)  # nothing to read until it is done
             sink.serve()
@@ -168,7 +199,14 @@ class StreamTask:
             if beat:
                 next_report = now + _HEARTBEAT_S
             rows = [r.as_row() for r in results]
-            report = Report(self.task, attempt, rows, self._positions(consumer) if beat or final else [], final=final)
+            positions = self._positions(consumer) if beat or final else []
+            copied, held = self._window()
+            report = Report(
+                self.task, attempt, rows, positions, final=final,
+                copied_bytes=copied, window_s=now - last_report, held_s=held,
+                control_version=self._control_version,
+            )  # fmt: skip
+            last_report = now
             if final:
                 channel.send(report)  # the last one: waits for the driver to have it
                 sink.release()
@@ -178,6 +216,33 @@ class StreamTask:
                 next_collect = now + _COLLECT_EVERY_S
                 gc.collect()
 
+    def _window(self) -> tuple[int, float]:
+        """Key and value bytes read and seconds held back by the budget since the last report (then reset)."""
+        held = self.budget.held_s - self._held_reported
+        self._held_reported = self.budget.held_s
+        copied, self._copied = self._copied, 0
+        return copied, held
+
+    def _follow(self, consumer: Consumer, answer: Answer) -> None:
+        """The driver's flow control: the byte rate from now on, and which partitions not to read."""
+        from confluent_kafka import TopicPartition
+
+        self._control_version = answer.version
+        self.budget.set_rate(answer.rate, time.monotonic())
+        topics = set(answer.paused)
+        paused = {k for k in self.ranges if k[0] in topics and k not in self.done}
+        stop, go = sorted(paused - self.paused), sorted((self.paused - paused) - self.done)
+        if stop:
+            consumer.pause([TopicPartition(t, p) for t, p in stop])
+            log.info("flow=%s task %d paused %d partitions", self.plan.flow, self.task, len(stop))
+        if go:
+            # Resumed where the task stands: records the consumer fetched before the pause may be gone.
+            consumer.resume([TopicPartition(t, p) for t, p in go])
+            for t, p in go:
+                consumer.seek(TopicPartition(t, p, self.next[(t, p)]))
+            log.info("flow=%s task %d resumed %d partitions", self.plan.flow, self.task, len(go))
+        self.paused = paused
+
     def _assign(self, consumer: Consumer) -> None:
         from confluent_kafka import TopicPartition
 
@@ -185,16 +250,17 @@ class StreamTask:
         if todo:
             consumer.assign(todo)
 
-    def _read(self, consumer: Consumer, sink: Sink, wait_s: float, room: int) -> int:
+    def _read(self, consumer: Consumer, sink: Sink, wait_s: float, room: int) -> tuple[int, int]:
         """Hand what the consumer holds to the sink: wait up to ``wait_s`` for the first message, then
         take what is already there (at most ``room`` messages) without waiting: a record never waits
-        for a batch to fill. Returns how many messages were taken."""
+        for a batch to fill. Returns how many messages were taken, and their key and value bytes."""
         first = consumer.poll(wait_s)
         if first is None:
-            return 0
+            return 0, 0
         msgs = [first, *consumer.consume(min(_DRAIN, room - 1), 0)] if room > 1 else [first]
         runs: dict[PartitionKey, list[Record]] = {}
         ended: list[PartitionKey] = []
+        nbytes = 0
         for m in msgs:
             err = m.error()
             key: PartitionKey = (m.topic(), m.partition())  # type: ignore[assignment]
@@ -207,8 +273,8 @@ class StreamTask:
             if r is None or key in self.done:
                 continue
             offset: int = m.offset()  # type: ignore[assignment]
-            if offset < self.next[key]:
-                continue
+            if offset < self.next[key] or key in self.paused:
+                continue  # a paused partition's record fetched before the pause: read again on resume
             if offset >= r.until:
                 ended.append(key)
                 continue
@@ -217,7 +283,9 @@ class StreamTask:
             run = runs.get(key)
             if run is None:
                 run = runs[key] = []
-            run.append((offset, m.key(), m.value(), ts if ts > 0 else 0, m.headers()))  # type: ignore[arg-type]
+            k, v = m.key(), m.value()
+            nbytes += (len(k) if k else 0) + (len(v) if v else 0)
+            run.append((offset, k, v, ts if ts > 0 else 0, m.headers()))  # type: ignore[arg-type]
             if offset + 1 >= r.until:
                 ended.append(key)
         for key, run in runs.items():
@@ -231,7 +299,7 @@ class StreamTask:
             self.done.update(fresh)
             if fresh:
                 consumer.incremental_unassign([TopicPartition(t, p) for t, p in fresh])
-        return len(msgs)
+        return len(msgs), nbytes
 
     def _error(self, err: KafkaError, key: PartitionKey, r: SourceRange | None) -> None:
         """A consumer error: a partition's end is news (``--once``); a position the source no longer has,

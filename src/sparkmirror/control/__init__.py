@@ -1,0 +1,1 @@
+"""Flow control of running flows (pause, resume, throttle) through their target cluster."""

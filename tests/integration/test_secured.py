@@ -16,10 +16,13 @@ import time
 import uuid
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+
 from kafka_helpers import run_cli, sparkmirror_cmd, unique
 from secured_helpers import Secured, assert_no_secret
 from sparkmirror.client import MirrorClient, TopicPartition
 from sparkmirror.config import load_config
+from sparkmirror.core.control import CONTROL_TOPIC
 from sparkmirror.kafka.groups import commit_offsets
 from sparkmirror.pipeline.driver.mirror import Mirror
 
@@ -446,3 +449,23 @@ def test_a_principal_refused_the_lease_group_gets_an_authorization_error_not_lea
     assert lease_group(alias, "B") in errors[0] and "GROUP_AUTHORIZATION_FAILED" in errors[0], errors[0]
     assert "already running" not in stderr
     assert_no_secret({"stderr": stderr}, secured.secrets())
+
+
+def test_flow_control_commands_are_refused_to_a_principal_without_rights_on_the_target(
+    secured: Secured, tmp_path: Path, checkpoints: Path
+):
+    cfg = _config(secured, tmp_path / "mm2.properties", checkpoints)
+    text = cfg.read_text().replace('username="mirror" password="${file:', 'username="app" password="${file:')
+    cfg.write_text(text.replace(":mirror.password}", ":app.password}"))
+    for exists in (False, True):
+        if exists:  # as a running mirror leaves it: then the caller is refused reading it
+            try:
+                secured.create_topics("B", {CONTROL_TOPIC: 1})
+            except KafkaException as exc:
+                assert "TOPIC_ALREADY_EXISTS" in str(exc)
+        done = run_cli("pause", str(cfg), "--flow", "A->B", timeout_s=180)
+        assert done.returncode == 1, done.stdout + done.stderr
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        assert "cluster B refused User:app" in errors[0] and CONTROL_TOPIC in errors[0], errors[0]
+        assert_no_secret({"stderr": done.stderr, "stdout": done.stdout}, secured.secrets())

@@ -84,8 +84,10 @@ def test_a_deleted_source_topic_stops_being_copied(
         wait_for(lambda: sum(end_offsets(bootstraps["B"], f"A.{stays}").values()) == 50, timeout_s=120, what="stays")
         if sync:
             wait_for(
-                lambda: f"A.{gone}" not in _topics(bootstraps["B"])
-                and _deleted_counted(port, f"A.{gone}", "sparkmirror_remote_topic_deletions_total") == 1,
+                lambda: (
+                    f"A.{gone}" not in _topics(bootstraps["B"])
+                    and _deleted_counted(port, f"A.{gone}", "sparkmirror_remote_topic_deletions_total") == 1
+                ),
                 timeout_s=60,
                 what="remote topic deleted and counted",
             )

@@ -16,6 +16,8 @@ import getpass
 import logging
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from sparkmirror.core.control import CONTROL_TOPIC, FlowControl, latest_controls
@@ -96,6 +98,16 @@ def _refused(clients: FlowClients, text: str, operation: str) -> None:
     )
 
 
+@contextmanager
+def _refusals(clients: FlowClients, operation: str) -> Iterator[None]:
+    """An access failure of ``operation`` as the one line naming the principal; other errors as they are."""
+    try:
+        yield
+    except Exception as exc:  # InternalTopicError, or the admin client's KafkaException
+        _refused(clients, str(exc), operation)
+        raise
+
+
 def change(clients: FlowClients, edit: str, apply: object) -> tuple[FlowControl, FlowControl]:
     """Read the flow's record, apply ``apply(record, at_ms, by)`` and write the result; (before, after).
 
@@ -103,15 +115,10 @@ def change(clients: FlowClients, edit: str, apply: object) -> tuple[FlowControl,
     refusal to create, read or write it is said in one line naming the principal.
     """
     assert callable(apply)
-    try:
+    with _refusals(clients, f"create {CONTROL_TOPIC}"):
         ensure_control_topic(clients)
+    with _refusals(clients, f"read {CONTROL_TOPIC}"):
         before = read_control(clients)
-    except InternalTopicError as exc:
-        _refused(clients, str(exc), f"read {CONTROL_TOPIC}")
-        raise
-    except Exception as exc:  # the admin client's errors: KafkaException
-        _refused(clients, str(exc), f"create {CONTROL_TOPIC}")
-        raise
     after = apply(before, int(time.time() * 1000), operator())
     assert isinstance(after, FlowControl)
     write_control(clients, after)

@@ -140,7 +140,8 @@ def read_to_end_timed(
         md = retry_kafka(lambda: consumer.list_topics(topic, timeout=30), what=f"metadata of {topic}")
         tmd = md.topics.get(topic)
         if tmd is not None and tmd.error is not None and tmd.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-            raise InternalTopicError(f"cannot read {topic}: {tmd.error.str()}")  # refused is not empty
+            # refused is not empty; the code's name lets callers say who was refused (kafka/access.py)
+            raise InternalTopicError(f"cannot read {topic}: {tmd.error.name()}: {tmd.error.str()}")
         if tmd is None or tmd.error is not None:
             return
         parts = list(tmd.partitions)

@@ -167,3 +167,34 @@ def test_exactly_once_stops_on_a_record_the_broker_refuses_naming_it(
     assert "INVALID_RECORD" in text
     assert "exactly-once cannot dead-letter it" in text
     assert read_partition(bootstraps["B"], f"A.{topic}", 0) == []
+
+
+def test_exactly_once_names_the_refused_batch_also_with_records_queued_behind_it(
+    bootstraps, spark, tmp_path: Path, checkpoints
+) -> None:
+    """Two partitions in one transaction group, one of them with thousands of records: when the broker
+    refuses a batch, librdkafka purges what the producer held behind it and refuses further records.
+    The flow still stops naming the refused batch, not a purged record, and its transaction commits
+    nothing."""
+    prefix = unique("invalid-eos-queued")
+    topic = f"{prefix}.keys"
+    create_topics(bootstraps["A"], {topic: 2})
+    create_topics(bootstraps["B"], {f"A.{topic}": 2}, config={"cleanup.policy": "compact"})
+    ts = int(time.time() * 1000)
+    produce(bootstraps["A"], topic, 0, [Rec(f"k{i}".encode(), b"v" * 200, (), ts) for i in range(20_000)])
+    produce(bootstraps["A"], topic, 1, [Rec(None if i == 2 else f"k{i}".encode(), b"v", (), ts) for i in range(5)])
+    dlq = f"{prefix}.dlq"
+    cfg = _dead_letter_config(bootstraps, tmp_path, checkpoints, f"{prefix}\\.keys", dlq, "python exactly-once")
+    cfg.write_text(cfg.read_text() + "sparkmirror.exactly.once.transactions = 1\n")
+    with pytest.raises(FlowFailed) as err:
+        Mirror(load_config(cfg), once=True).run()
+    text = str(err.value)
+    assert f"{topic}[1] offset" in text and "INVALID_RECORD" in text, text
+    assert "exactly-once cannot dead-letter it" in text, text
+    # Transactions committed before the refused one stand: each partition holds a prefix of its records,
+    # each once, and partition 1 nothing from the refused record on.
+    for partition, most in ((0, 20_000), (1, 2)):
+        committed = read_partition(bootstraps["B"], f"A.{topic}", partition)
+        assert len(committed) <= most and [r.key for r in committed] == [
+            f"k{i}".encode() for i in range(len(committed))
+        ]

@@ -14,6 +14,7 @@ from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.transactions import transaction_group
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor import clients, commit, waits
+from sparkmirror.pipeline.executor import sink as sink_module
 from sparkmirror.pipeline.executor.commit import Transactional
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.sink import Sink
@@ -188,11 +189,86 @@ def test_a_record_the_target_refused_inside_a_transaction_stops_the_flow_naming_
     sent.sent = [10, 11, 12]
     sent.failed = [0, 1, 2]  # librdkafka fails the batch whole
     sent.record_failures = [(u, (u, None, b"v", 0, None), "INVALID_RECORD: x") for u in (10, 11, 12)]
-    assert commit.refused_in_transaction(plan, [sent])
+    assert sink_module.refused_in_transaction(plan, [sent])
     assert sent.refusal is not None and "t[0] offsets 10..12" in sent.refusal
     assert "exactly-once cannot dead-letter it" in sent.refusal
     # Refused before sending (the size check): settled in the transaction, as at least once.
     local = PartitionWrite("t", "A.t", 1, None, None)  # type: ignore[arg-type]
     local.record_failures = [(5, (5, None, b"v", 0, None), "MSG_SIZE_TOO_LARGE: larger than max.message.bytes")]
     local.local_refusals = 1
-    assert not commit.refused_in_transaction(plan, [local]) and local.refusal is None
+    assert not sink_module.refused_in_transaction(plan, [local]) and local.refusal is None
+
+
+class _RefusedMsg(_Msg):
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1)
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes:
+        return b"v"
+
+    def headers(self) -> None:
+        return None
+
+
+class RefusingProducer(FakeProducer):
+    """Refuses the records of ``t[1]`` (INVALID_RECORD), as a broker refuses a batch in a transaction;
+    from then on purges what it holds (``_PURGE_QUEUE``) or, with ``state_after``, refuses new records
+    locally (``_STATE``), as librdkafka does once the transaction is in error."""
+
+    state_after = False
+
+    def __init__(self, tid: str) -> None:
+        super().__init__(tid)
+        self.in_error = False
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = 0, callback: Any = None,
+                on_delivery: Any = None, timestamp: int = 0, headers: Any = None) -> None:  # fmt: skip
+        from confluent_kafka import KafkaError, KafkaException
+
+        on_delivery = callback or on_delivery
+        if on_delivery is None or topic != "A.t":
+            return super().produce(topic, value, key, partition, callback, on_delivery, timestamp, headers)
+        if self.in_error and self.state_after:
+            raise KafkaException(KafkaError(KafkaError._STATE, "transaction in error"))
+        if partition == 1:
+            self.in_error = True
+            on_delivery(KafkaError(KafkaError.INVALID_RECORD, "Broker failed to validate record"), _RefusedMsg(-1))
+        elif self.in_error:
+            on_delivery(KafkaError(KafkaError._PURGE_QUEUE, "purged"), _RefusedMsg(-1))
+        else:
+            super().produce(topic, value, key, partition, callback, on_delivery, timestamp, headers)
+
+
+@pytest.fixture
+def refusing(monkeypatch: pytest.MonkeyPatch) -> list[RefusingProducer]:
+    made: list[RefusingProducer] = []
+
+    def transactional_producer(plan: WritePlan, partition: tuple[str, int]) -> RefusingProducer:
+        made.append(RefusingProducer(plan.transactional_id(*partition)))
+        return made[-1]
+
+    monkeypatch.setattr(clients, "transactional_producer", transactional_producer)
+    monkeypatch.setattr(clients, "progress_consumer", lambda plan: FakeConsumer())
+    return made
+
+
+def test_a_refused_batch_is_named_when_the_records_queued_behind_it_were_purged(refusing: list[Any]) -> None:
+    sink = _write(_plan(1), [("t", 1), ("t", 0)])  # t[1] refused, then t[0]'s records purged
+    results = sink.close()
+    (producer,) = refusing
+    assert ("abort",) in producer.calls and ("commit",) not in producer.calls
+    (refused,) = [r for r in results if r.error]
+    assert refused.partition == 1 and "offsets 10..12" in refused.error and "INVALID_RECORD" in refused.error
+
+
+def test_a_record_refused_locally_after_a_refused_batch_stops_the_flow_naming_the_batch(
+    refusing: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(RefusingProducer, "state_after", True)
+    with pytest.raises(WriteError) as raised:
+        _write(_plan(1), [("t", 1), ("t", 0)])
+    assert not raised.value.retriable, raised.value
+    assert "t[1] offset=10" in str(raised.value) and "exactly-once cannot dead-letter it" in str(raised.value)

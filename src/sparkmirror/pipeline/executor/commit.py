@@ -41,6 +41,7 @@ from sparkmirror.pipeline.executor.sink import (
     finish_segments,
     flush_within,
     produce_when_room,
+    refused_in_transaction,
     settle_record_failures,
 )
 from sparkmirror.pipeline.executor.waits import call_within, retry_within, target_text
@@ -268,7 +269,15 @@ class Transactional:
     def _finish_group(self, tid: str, parts: list[PartitionWrite]) -> None:
         """Wait for the group's acks, settle refusals, then commit its records, segments and progress (or abort)."""
         producer = self.open_tx[tid]
-        await_acks(producer, self.plan, parts)
+        try:
+            await_acks(producer, self.plan, parts)
+        except WriteError:
+            # A refused batch fails what the producer still held after it (librdkafka purges the queue
+            # of a transaction in error): the refusal is the cause, the purged records only follow it.
+            if not refused_in_transaction(self.plan, parts):
+                raise
+            producer.abort_transaction(30)
+            return
         refused = refused_in_transaction(self.plan, parts) or settle_record_failures(producer, self.plan, parts)
         if refused:
             producer.abort_transaction(30)  # the driver stops the flow; nothing of the group's ranges commits
@@ -379,29 +388,6 @@ class Transactional:
             clients.forget(producer)
         for w in parts:
             clients.forget(w.producer)
-
-
-def refused_in_transaction(plan: WritePlan, parts: Sequence[PartitionWrite]) -> bool:
-    """A record the target refused after it was sent makes the group's transaction abortable: nothing in
-    it can commit, a dead-lettered copy neither. The first such partition gets the refusal (the flow stops
-    naming it, whatever ``errors.tolerance``); True then. Records refused before sending (the size check)
-    are settled in the transaction as at least once."""
-    for w in parts:
-        sent_and_refused = sorted({w.sent[i] for i in w.failed} & {f[0] for f in w.record_failures})
-        if not sent_and_refused:
-            continue
-        first = sent_and_refused[0]
-        reason = next(r for u, _rec, r in w.record_failures if u == first)
-        # librdkafka fails a produce batch whole: the record is one of these, it cannot tell which.
-        where = f"offset={first}" if len(sent_and_refused) == 1 else f"offsets {first}..{sent_and_refused[-1]}"
-        w.refusal = (
-            f"flow={plan.flow} {w.topic}[{w.partition}] {where}: the target refused a record for "
-            f"{w.remote}[{w.partition}] ({reason}); exactly-once cannot dead-letter it (the refusal aborts the "
-            "transaction, a dead-lettered copy too); the flow stops: fix the record or the remote topic's "
-            "settings, or mirror this topic at least once with errors.tolerance=all"
-        )
-        return True
-    return False
 
 
 def _ranges(parts: Sequence[PartitionWrite], most: int = 5) -> str:

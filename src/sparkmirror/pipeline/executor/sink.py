@@ -425,6 +425,13 @@ class Sink:
             w.record_failures.append((record[0], record, f"{name}: {exc}"))
             w.local_refusals += 1
             return
+        if name == "_STATE" and self.plan.exactly_once:
+            # The transaction is in error: a record the target refused, whose delivery report may not
+            # have been served yet, is the cause; that refusal stops the flow (refused_in_transaction).
+            self._serve(w.producer)
+            group = [p for p in self.parts.values() if p.producer is w.producer]
+            if refused_in_transaction(self.plan, group):
+                raise WriteError(next(p.refusal for p in group if p.refusal), terminal=True) from None
         raise WriteError(
             f"flow={self.plan.flow} {w.topic}[{w.partition}] offset={record[0]}: cannot produce to "
             f"{w.remote}[{w.partition}]: {exc}",
@@ -592,6 +599,29 @@ def check_report_order(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None
                 "the batch will be replayed",
                 terminal=False,
             )
+
+
+def refused_in_transaction(plan: WritePlan, parts: Sequence[PartitionWrite]) -> bool:
+    """A record the target refused after it was sent makes the group's transaction abortable: nothing in
+    it can commit, a dead-lettered copy neither. The first such partition gets the refusal (the flow stops
+    naming it, whatever ``errors.tolerance``); True then. Records refused before sending (the size check)
+    are settled in the transaction as at least once."""
+    for w in parts:
+        sent_and_refused = sorted({w.sent[i] for i in w.failed} & {f[0] for f in w.record_failures})
+        if not sent_and_refused:
+            continue
+        first = sent_and_refused[0]
+        reason = next(r for u, _rec, r in w.record_failures if u == first)
+        # librdkafka fails a produce batch whole: the record is one of these, it cannot tell which.
+        where = f"offset={first}" if len(sent_and_refused) == 1 else f"offsets {first}..{sent_and_refused[-1]}"
+        w.refusal = (
+            f"flow={plan.flow} {w.topic}[{w.partition}] {where}: the target refused a record for "
+            f"{w.remote}[{w.partition}] ({reason}); exactly-once cannot dead-letter it (the refusal aborts the "
+            "transaction, a dead-lettered copy too); the flow stops: fix the record or the remote topic's "
+            "settings, or mirror this topic at least once with errors.tolerance=all"
+        )
+        return True
+    return False
 
 
 def await_acks(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kafka_helpers import (
     Rec,
+    admin,
     commit_group,
     create_topics,
     end_offsets,
@@ -57,9 +58,10 @@ def _rates(bootstrap: str, topic: str, seconds: float) -> tuple[float, list[floa
     return (n1 - n0) * SIZE / (t1 - t0), windows
 
 
-def _status(cfg: Path) -> dict:
+def _status(cfg: Path, *, healthy: bool = True) -> dict:
     done = run_cli("status", str(cfg), "--json", timeout_s=180)
-    assert done.returncode == 0, done.stdout + done.stderr  # a paused or throttled flow is healthy
+    if healthy:
+        assert done.returncode == 0, done.stdout + done.stderr  # a paused or throttled flow is healthy
     (flow,) = json.loads(done.stdout)["flows"]
     return flow
 
@@ -154,3 +156,35 @@ def test_throttle_change_pause_and_resume_a_running_flow(bootstraps, spark, tmp_
         assert [(r.key, r.value) for r in read_partition(bootstraps["B"], remote_main, p)] == [
             (r.key, r.value) for r in src
         ]
+
+
+def test_a_flow_paused_before_it_starts_copies_nothing_until_resumed(bootstraps, spark, tmp_path: Path, checkpoints):
+    prefix = unique("ctl-start")
+    topic = f"{prefix}.t"
+    create_topics(bootstraps["A"], {topic: 2})
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        bootstraps["A"],
+        bootstraps["B"],
+        checkpoints=checkpoints,
+        extra=f"A->B.topics = {prefix}\\..*\n",
+    )
+    done = run_cli("pause", str(cfg))  # no mirror runs: the record waits on the target
+    assert done.returncode == 0, done.stderr
+    for p in range(2):
+        produce(bootstraps["A"], topic, p, _records(p * 100, 100))
+    with running_mirror(cfg) as errors:
+        # (before its first report the flow's state is unknown: not healthy yet)
+        wait_for(lambda: _status(cfg, healthy=False)["state"] == "paused", timeout_s=180, what="status paused")
+        assert _status(cfg)["state"] == "paused"
+        time.sleep(3)
+        remote = end_offsets(bootstraps["B"], f"A.{topic}") if f"A.{topic}" in _topic_names(bootstraps["B"]) else {}
+        assert sum(remote.values()) == 0, remote
+        done = run_cli("resume", str(cfg))
+        assert done.returncode == 0, done.stderr
+        wait_for(lambda: _copied(bootstraps["B"], f"A.{topic}") == 200, timeout_s=120, what="every record after resume")
+        assert not errors, errors
+
+
+def _topic_names(bootstrap: str) -> set[str]:
+    return set(admin(bootstrap).list_topics(timeout=30).topics)

@@ -340,9 +340,17 @@ class _Loader:
             # Not the working directory: a run started elsewhere must find the same checkpoints.
             data["checkpoint_location"] = str(self.base_dir / Path(location).expanduser())
         try:
-            return SparkSettings.model_validate({"conf": conf, **data})
+            settings = SparkSettings.model_validate({"conf": conf, **data})
         except ValidationError as exc:
             raise _validation_error(exc, keys, "sparkmirror") from None
+        if settings.throttle_bytes_per_second is not None and settings.engine != "streaming":
+            key = keys["throttle_bytes_per_second"]
+            raise ConfigError(
+                f"{key}: set for a flow on the batch engine, which does not follow it (a byte limit is held by "
+                "the streaming engine's tasks only): remove sparkmirror.engine = batch or the limit",
+                key=key,
+            )
+        return settings
 
     @staticmethod
     def _check_filters_and_policy(data: Mapping[str, Any], keys: Mapping[str, str]) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from sparkmirror.core.control import CONTROL_TOPIC, FlowControl, latest_controls
+from sparkmirror.core.control import CONTROL_TOPIC, FlowControl, latest_control
 from sparkmirror.core.exceptions import FormatError
 from sparkmirror.kafka.access import AUTHENTICATION_CODES, AUTHORIZATION_CODES, denied, principal
 from sparkmirror.kafka.flowclients import FlowClients
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError
 
 log = logging.getLogger(__name__)
+
+#: Seconds between two tries to follow a control topic the flow could not read.
+_RETRY_S = 60.0
 
 
 def ensure_control_topic(clients: FlowClients) -> None:
@@ -45,10 +48,7 @@ def ensure_control_topic(clients: FlowClients) -> None:
 
 def read_control(clients: FlowClients) -> FlowControl:
     """The flow's last control record (none: nothing asked)."""
-    flow = clients.flow.name
-    return latest_controls(read_to_end(clients.target_consumer, CONTROL_TOPIC, timeout_s=30)).get(
-        flow, FlowControl(flow)
-    )
+    return latest_control(read_to_end(clients.target_consumer, CONTROL_TOPIC, timeout_s=30), clients.flow.name)
 
 
 def operator() -> str:
@@ -135,17 +135,21 @@ class ControlWatcher:
         self.control = FlowControl(self.flow)
         self._consumer: Consumer | None = None
         self._said = False
+        self._next_try = 0.0
 
     def start(self) -> None:
-        """Create the topic when missing and start following it (from its beginning)."""
+        """Create the topic when missing, read the flow's record as of now (what holds from the first
+        record copied), and follow the topic from there."""
         from confluent_kafka import TopicPartition
 
         from sparkmirror.kafka.factory import new_consumer
 
         if self._consumer is not None:
             return
+        self._next_try = time.monotonic() + _RETRY_S
         try:
             ensure_control_topic(self.clients)
+            self.control = read_control(self.clients)
             consumer = new_consumer(
                 {
                     **self.clients.target_consumer,
@@ -160,6 +164,9 @@ class ControlWatcher:
             parts = sorted(md.topics[CONTROL_TOPIC].partitions) if CONTROL_TOPIC in md.topics else [0]
             consumer.assign([TopicPartition(CONTROL_TOPIC, p, 0) for p in parts])
             self._consumer = consumer
+            if self._said:
+                log.info("flow=%s follows %s again", self.flow, CONTROL_TOPIC)
+                self._said = False
         except Exception as exc:  # noqa: BLE001 - flow control must never stop the flow
             self._unavailable(str(exc))
 
@@ -167,7 +174,15 @@ class ControlWatcher:
         """The flow's record when it changed since the last call, else None (never waits)."""
         consumer = self._consumer
         if consumer is None:
-            return None
+            if time.monotonic() < self._next_try:
+                return None
+            before = self.control
+            self.start()  # a topic it could not follow before: tried again, and said again if it still cannot
+            consumer = self._consumer
+            if consumer is None:
+                return None
+            if self.control != before:
+                return self.control
         changed: FlowControl | None = None
         for msg in consumer.consume(500, 0):
             err: KafkaError | None = msg.error()

@@ -8,9 +8,9 @@ its tasks what it says with its answer to their next report (at least every seco
 channel never carries correctness: a paused partition is simply not read, and a throttled task
 reads later, so nothing is skipped whatever the record says or whether it arrives.
 
-What is throttled: the key, value and header bytes of the records a flow copies (the bytes
-``sparkmirror_byte_count_total`` counts, headers included), not the wire's (batching and
-compression make those smaller). Checkpoints, heartbeats, offset syncs and status are never
+What is throttled: the key and value bytes of the records a flow copies (the bytes
+``sparkmirror_byte_count_total`` counts), not the wire's (batching and compression make those
+smaller). Checkpoints, heartbeats, offset syncs and status are never
 throttled: they are not copied by the flow's tasks.
 
 Pure: no pyspark, no Kafka client. Times are the caller's monotonic clock, in seconds.
@@ -158,18 +158,15 @@ def _compiled(pattern: str) -> re.Pattern[str]:
     return found
 
 
-def latest_controls(records: Iterable[tuple[bytes | None, bytes | None]]) -> dict[str, FlowControl]:
-    """The last control record of each flow (a tombstone forgets a flow's)."""
-    out: dict[str, FlowControl] = {}
-    for key, value in records:
-        if key is None:
-            continue
-        name = key.decode(errors="replace")
-        if value is None:
-            out.pop(name, None)
-        else:
-            out[name] = FlowControl.decode(key, value)
-    return out
+def latest_control(records: Iterable[tuple[bytes | None, bytes | None]], flow: str) -> FlowControl:
+    """``flow``'s last control record among the topic's records (none, or a tombstone: nothing asked).
+    Only that flow's record is decoded: another flow's unreadable one is not this flow's concern."""
+    key = flow.encode()
+    last: bytes | None = None
+    for k, value in records:
+        if k == key:
+            last = value
+    return FlowControl(flow) if last is None else FlowControl.decode(key, last)
 
 
 def share(total: float, wants: Mapping[K, float | None]) -> dict[K, float]:

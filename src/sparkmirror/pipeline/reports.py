@@ -48,8 +48,9 @@ class Report:
     attempt: int
     #: PartitionResult.as_row() of each partition written in the interval.
     results: list[dict[str, object]] = field(default_factory=list)
-    #: (topic, partition, next offset to copy, source end as the consumer last saw it; -1 unknown).
-    positions: list[tuple[str, int, int, int]] = field(default_factory=list)
+    #: (topic, partition, next offset to copy, source end as the consumer last saw it (-1: unknown), how far
+    #: the task has read it (past transaction markers; see StreamTask._positions)).
+    positions: list[tuple[str, int, int, int, int]] = field(default_factory=list)
     #: The task's last report: it ends after this one (a refusal, ``--once`` at its end, a stop).
     final: bool = False
     #: Key and value bytes the task read since its last report, the seconds that took, and the part
@@ -86,13 +87,19 @@ class Report:
             task=int(body["task"]),  # type: ignore[call-overload]
             attempt=int(body["attempt"]),  # type: ignore[call-overload]
             results=results,
-            positions=[(str(t), int(p), int(n), int(e)) for t, p, n, e in positions],
+            positions=[_position(x) for x in positions],
             final=bool(body.get("final")),
             copied_bytes=int(body.get("copied_bytes") or 0),  # type: ignore[call-overload]
             window_s=float(body.get("window_s") or 0.0),  # type: ignore[arg-type]
             held_s=float(body.get("held_s") or 0.0),  # type: ignore[arg-type]
             control_version=int(body.get("control_version") or 0),  # type: ignore[call-overload]
         )
+
+
+def _position(x: list[object]) -> tuple[str, int, int, int, int]:
+    """A position as sent: (topic, partition, next, end, read); an older task's has no ``read``."""
+    t, p, n, e = str(x[0]), int(x[1]), int(x[2]), int(x[3])  # type: ignore[call-overload]
+    return t, p, n, e, int(x[4]) if len(x) > 4 else n  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True)
@@ -230,7 +237,7 @@ def merge(reports: list[Report]) -> Report:
     of each partition, final if the last one is."""
     if len(reports) == 1:
         return reports[0]
-    positions: dict[tuple[str, int], tuple[str, int, int, int]] = {}
+    positions: dict[tuple[str, int], tuple[str, int, int, int, int]] = {}
     for r in reports:
         for pos in r.positions:
             positions[(pos[0], pos[1])] = pos

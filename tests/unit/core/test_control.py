@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkmirror.core.control import BURST_S, FlowControl, TokenBucket, latest_controls, share, wanted
+from sparkmirror.core.control import BURST_S, FlowControl, TokenBucket, latest_control, share, wanted
 from sparkmirror.core.exceptions import FormatError
 
 
@@ -31,8 +31,10 @@ def test_the_last_record_of_a_flow_counts_and_a_tombstone_forgets_it() -> None:
     a2 = FlowControl("A->B", bytes_per_second=10)
     c = FlowControl("C->B", paused=True)
     records = [(a1.key_bytes(), a1.value_bytes()), (c.key_bytes(), c.value_bytes()), (a2.key_bytes(), a2.value_bytes())]
-    assert latest_controls(records) == {"A->B": a2, "C->B": c}
-    assert latest_controls([*records, (b"C->B", None), (None, b"x")]) == {"A->B": a2}
+    assert latest_control(records, "A->B") == a2 and latest_control(records, "C->B") == c
+    assert latest_control([*records, (b"C->B", None), (None, b"x")], "C->B") == FlowControl("C->B")
+    # another flow's unreadable (or newer) record is not this flow's concern
+    assert latest_control([*records, (b"D->B", b'{"version": 9}')], "A->B") == a2
 
 
 def test_pause_and_resume_the_whole_flow_or_topics_by_their_pattern() -> None:

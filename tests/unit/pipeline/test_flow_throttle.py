@@ -73,3 +73,32 @@ def test_a_change_is_in_effect_once_every_task_follows_it() -> None:
     t.follow(FlowControl("A->B"), ["orders"])
     t.stopped()  # no task runs: nothing copies, the record is in effect as it is
     assert t.in_effect == (FlowControl("A->B"), ())
+
+
+def test_grants_never_add_up_to_more_than_the_limit_while_the_shares_move() -> None:
+    t = FlowThrottle("A->B", "B", configured=1000)
+    t.first(2)
+    granted = {0: 500.0, 1: 500.0}
+    pattern = [(0, 100, 0.0), (1, 900, 0.9), (0, 900, 0.9), (1, 100, 0.0), (0, 50, 0.0), (1, 990, 0.9)]
+    for task, copied, held in pattern * 3:
+        granted[task] = t.answer(_report(task, copied, held), stop=False).rate or 0.0
+        assert sum(granted.values()) <= 1000 + 1e-6, granted
+
+
+def test_a_task_that_ended_leaves_its_share_and_no_longer_holds_back_a_change() -> None:
+    t = FlowThrottle("A->B", "B", configured=1000)
+    start = t.first(2)
+    t.answer(Report(0, 0, final=True, control_version=start.version), stop=False)  # --once: its range is done
+    t.follow(FlowControl("A->B", paused=True), ["orders"])
+    answer = t.answer(Report(1, 0, copied_bytes=900, window_s=1.0, held_s=0.9, control_version=t.version), stop=False)
+    assert answer.rate == pytest.approx(1000)
+    assert t.in_effect[0].paused
+
+
+def test_a_new_job_on_a_shared_target_asks_for_its_share_before_its_first_report() -> None:
+    shares = TargetShares({"B": 1000})
+    busy = FlowThrottle("A->B", "B", configured=None, targets=shares)
+    busy.first(1)
+    busy.answer(_report(0, 1000, held=0.9), stop=False)
+    fresh = FlowThrottle("C->B", "B", configured=None, targets=shares)
+    assert fresh.first(1).rate == pytest.approx(500)  # not 0: it has not shown what it needs yet

@@ -35,8 +35,9 @@ def test_a_report_reaches_its_jobs_handler_and_the_answer_comes_back(server: Rep
     assert client.send(Report(1, 0, [], [("t", 0, 3, 5)], final=True)) is True
     client.close()
     assert [(r.task, r.results, r.positions, r.final) for r in got] == [
-        (1, rows, [("t", 0, 3, 5)], False),
-        (1, [], [("t", 0, 3, 5)], True),
+        # a position without how far it was read (an older task's) reads as read up to its next offset
+        (1, rows, [("t", 0, 3, 5, 3)], False),
+        (1, [], [("t", 0, 3, 5, 3)], True),
     ]
 
 
@@ -92,7 +93,7 @@ def test_a_post_never_waits_for_a_busy_driver_and_what_queues_meanwhile_goes_as_
     assert client.send(Report(0, 0, [], [("t", 0, 4, 9)], final=True)) is False
     client.close()
     assert [r.results for r in got] == [[{"n": 1}], [{"n": 2}, {"n": 3}]]
-    assert sorted(got[1].positions) == [("t", 0, 4, 9), ("t", 1, 5, 9)] and got[1].final
+    assert sorted(got[1].positions) == [("t", 0, 4, 9, 4), ("t", 1, 5, 9, 5)] and got[1].final
 
 
 def test_merged_reports_keep_every_row_in_order_and_the_latest_positions() -> None:

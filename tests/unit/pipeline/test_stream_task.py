@@ -87,8 +87,8 @@ def test_a_partitions_last_record_and_its_end_in_one_read_unassign_it_once() -> 
     task.next = {("t", 0): 0, ("t", 1): 0}
     consumer = Consumer([Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2), Msg("t", 0, 3, eof=True), Msg("t", 1, 0)])
     sink = Sink()
-    # five messages taken, 3 bytes of key and value in each of the four records
-    assert task._read(consumer, sink, 0.1, 100) == (5, 12)  # type: ignore[arg-type]
+    # five messages taken, four of them records (3 bytes of key and value each)
+    assert task._read(consumer, sink, 0.1, 100) == (5, 4, 12)  # type: ignore[arg-type]
     assert consumer.unassigned == [[("t", 0)]]
     assert task.done == {("t", 0)}
     assert sink.written == {("t", 0): [0, 1, 2], ("t", 1): [0]}

@@ -25,8 +25,18 @@ from sparkmirror.pipeline.reports import Answer, Report
 
 @dataclass
 class _Window:
+    """What one task showed in its last report: its rate, whether it was held back, and the share it was
+    last given."""
+
     rate: float = 0.0
     held: bool = False
+    reported: bool = False
+    granted: float = 0.0
+
+    @property
+    def wants(self) -> float | None:
+        """What the task wants of the limit (None: as much as it can get; a task not heard from yet too)."""
+        return wanted(self.rate, self.held) if self.reported else None
 
 
 class TargetShares:
@@ -116,9 +126,9 @@ class FlowThrottle:
         if self.targets is None:
             return own
         with self._lock:
-            windows = list(self._windows.values())
-        held = any(w.held for w in windows)
-        want = None if held else sum(w.rate for w in windows) * 1.25
+            wants = [w.wants for w in self._windows.values()]
+        # A new job (no report yet) or a task held back: as much as the target allows.
+        want = None if not wants or any(w is None for w in wants) else sum(w for w in wants if w is not None)
         if own is not None and want is not None:
             want = min(float(own), want)
         elif own is not None:
@@ -132,25 +142,41 @@ class FlowThrottle:
         """What every task of a new job follows until its first answer: an even share of the limit."""
         self.tasks(range(tasks))
         limit = self.limit()
-        return Answer(rate=None if limit is None else limit / max(1, tasks), paused=self._paused, version=self.version)
+        rate = None if limit is None else limit / max(1, tasks)
+        with self._lock:
+            for w in self._windows.values():
+                w.granted = rate or 0.0
+        return Answer(rate=rate, paused=self._paused, version=self.version)
 
     def answer(self, report: Report, stop: bool) -> Answer:
-        """What ``report``'s task is told: stop, its byte rate, what is paused."""
-        limit = self.limit()
+        """What ``report``'s task is told: stop, its byte rate, what is paused.
+
+        The task's share is at most what the others' last grants leave of the limit: each task's share
+        is worked out at its own report from the others' older windows, and grants that added up to
+        more than the limit would let the flow exceed it until the next reports."""
         with self._lock:
-            w = self._windows.setdefault(report.task, _Window())
-            self._followed[report.task] = report.control_version
+            self.held_s += report.held_s / max(1, len(self._windows))
+            if report.final:  # the task ends: its share and its version no longer count
+                self._windows.pop(report.task, None)
+                self._followed.pop(report.task, None)
+            else:
+                w = self._windows.setdefault(report.task, _Window())
+                self._followed[report.task] = report.control_version
+                if report.window_s > 0:
+                    w.rate = report.copied_bytes / report.window_s
+                    # Held back for a tenth of the window or more: it would have copied more.
+                    w.held = report.held_s >= 0.1 * report.window_s
+                    w.reported = True
             if all(v == self.version for v in self._followed.values()):
                 self.in_effect = (self.control, self._paused)
-            if report.window_s > 0:
-                w.rate = report.copied_bytes / report.window_s
-                # Held back for a tenth of the window or more: it would have copied more.
-                w.held = report.held_s >= 0.1 * report.window_s
-            self.held_s += report.held_s / max(1, len(self._windows))
+        limit = self.limit()
+        with self._lock:
             rate = None
-            if limit is not None:
-                shares = share(limit, {t: wanted(x.rate, x.held) for t, x in self._windows.items()})
-                rate = shares[report.task]
+            mine = self._windows.get(report.task)
+            if limit is not None and mine is not None:
+                shares = share(limit, {t: x.wants for t, x in self._windows.items()})
+                others = sum(x.granted for t, x in self._windows.items() if t != report.task)
+                rate = mine.granted = max(0.0, min(shares[report.task], limit - others))
             return Answer(stop=stop, rate=rate, paused=self._paused, version=self.version)
 
     def close(self) -> None:

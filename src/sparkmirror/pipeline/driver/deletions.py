@@ -12,15 +12,20 @@ Its remote topic is left as it is, as MM2 leaves it, unless ``sparkmirror.sync.t
 true``: then it is deleted on the target, but only once both hold, checked at every topic
 refresh until they do:
 
-1. every record of it the source held was mirrored: each partition's next offset to copy (the
-   offset map) reached the source's end as the copy last saw it; a topic deleted while the flow was
-   not copying has no end on record and is never deleted (said once);
+1. every record of it the source held was mirrored: for each partition, the copy had read up to the
+   source's end (its consumer's position, past transaction markers, at or past the latest end it or
+   a topic refresh saw) and the offset map holds every record it read (its next offset to copy); a
+   partition whose end was never seen (deleted while the flow did not copy it) keeps the topic for
+   good (said). Records appended after the end was last seen and before the deletion cannot be known
+   by anyone once the topic is gone: the window is one progress report of the copy (a second);
 2. no consumer group on the target reads it: none has a committed offset on it or a member
-   assigned to it (sparkmirror's own groups aside).
+   assigned to it (sparkmirror's own groups aside), and every group could be listed and described.
+
+A topic the source answers for with anything but "unknown topic" (an authorization error, a
+timeout) is not taken for deleted, at detection and again before its remote topic is deleted.
 
 What it must never do: delete a remote topic whose records a consumer may still need, or mistake a
-topic that exists (excluded, or momentarily unlisted) for a deleted one. A topic the mirror's
-principal may no longer describe looks deleted: that is why deletion sync is off by default.
+topic that exists (excluded, hidden by an ACL, or momentarily unlisted) for a deleted one.
 """
 
 from __future__ import annotations
@@ -65,12 +70,22 @@ class TopicDeletions:
         self.deleted: set[str] = set()
         #: Of those, the ones whose remote topic is to be deleted once it is safe.
         self.pending: set[str] = set()
-        #: (next offset to copy, source end) of each partition as the copy last reported it.
-        self.ends: dict[PartitionKey, tuple[int, int]] = {}
+        #: Per partition: (next offset to copy, how far the copy read it) as the copy last reported it,
+        #: and the latest source end seen (by the copy or a topic refresh; -1: never).
+        self.read: dict[PartitionKey, tuple[int, int]] = {}
+        self.ends: dict[PartitionKey, int] = {}
 
-    def positions(self, positions: Mapping[PartitionKey, tuple[int, int]]) -> None:
-        """The copy's latest positions (kept: the topic's end is unknowable once it is deleted)."""
-        self.ends.update(positions)
+    def positions(self, positions: Mapping[PartitionKey, tuple[int, int, int]]) -> None:
+        """The copy's latest (next, source end, read up to) per partition (kept: a topic's end is
+        unknowable once it is deleted)."""
+        for key, (nxt, end, read) in positions.items():
+            self.read[key] = (nxt, read)
+            self.ends[key] = max(end, self.ends.get(key, -1))
+
+    def source_ends(self, ends: Mapping[PartitionKey, int]) -> None:
+        """Source ends a topic refresh read (ListOffsets)."""
+        for key, end in ends.items():
+            self.ends[key] = max(end, self.ends.get(key, -1))
 
     def check(self, topics: Iterable[str], mirrored_before: Iterable[str]) -> list[str]:
         """The topics of ``mirrored_before`` (and of the offset map) gone from the source cluster, said
@@ -80,9 +95,11 @@ class TopicDeletions:
         gone = sorted(known - current - self.deleted)
         if not gone:
             return []
+        # One listing first (a topic left out by the flow's filters is listed), then each unlisted one asked
+        # for by name: only the source's "unknown topic" makes it deleted.
         admin = self.clients.source_admin
         listed = retry_kafka(lambda: admin.list_topics(timeout=30), what="list the source topics").topics
-        found = [t for t in gone if t not in listed]
+        found = [t for t in gone if t not in listed and self._gone(t)]
         for topic in found:
             self.deleted.add(topic)
             tails = {p: up + n for (t, p), (up, _down, n) in self.store.tails().items() if t == topic}
@@ -124,27 +141,51 @@ class TopicDeletions:
             else:
                 log.info("flow=%s remote topic %s is not deleted yet: %s", self.flow, remote, why)
 
+    def _gone(self, topic: str) -> bool:
+        """Whether the source cluster says ``topic`` does not exist. Nothing else counts (an ACL that hides
+        it answers TOPIC_AUTHORIZATION_FAILED), and the question never creates it: DescribeTopics, not a
+        metadata request a broker with ``auto.create.topics.enable`` could answer by creating it."""
+        from confluent_kafka import KafkaError, KafkaException, TopicCollection
+
+        admin = self.clients.source_admin
+        futures = retry_kafka(
+            lambda: admin.describe_topics(TopicCollection([topic]), request_timeout=30), what=f"describe {topic}"
+        )
+        try:
+            futures[topic].result(timeout=60)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            return isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        except Exception:  # noqa: BLE001 - a timeout or anything else: not known to be gone
+            return False
+        return False
+
     def _unsafe(self, topic: str, remote: str) -> str | None:
         """Why ``remote`` must not be deleted now (None: it may)."""
+        if not self._gone(topic):
+            return f"source topic {topic} exists again (or cannot be described): for good"
         mirrored = {p: up + n for (t, p), (up, _down, n) in self.store.tails().items() if t == topic}
-        ends = {p: end for (t, p), (_next, end) in self.ends.items() if t == topic}
-        if not ends or any(end < 0 for end in ends.values()):
+        parts = {p for (t, p) in self.ends if t == topic} | {p for (t, p) in self.read if t == topic}
+        unseen = sorted(p for p in parts if self.ends.get((topic, p), -1) < 0 or (topic, p) not in self.read)
+        if not parts or unseen:
             return (
-                f"the source end of {topic} was never seen by this process (deleted while the flow did not copy), "
-                "so nothing proves every record was mirrored; delete it by hand if it may go: for good"
+                f"the source end of {topic} {unseen or ''} was never seen by this process (deleted while the flow "
+                "did not copy it), so nothing proves every record was mirrored; delete it by hand if it may go: "
+                "for good"
             )
-        short = {p: (mirrored.get(p, 0), end) for p, end in ends.items() if mirrored.get(p, 0) < end}
+        short = []
+        for p in sorted(parts):
+            nxt, read = self.read[(topic, p)]
+            end = self.ends[(topic, p)]
+            if read < end or mirrored.get(p, 0) < nxt:
+                short.append(f"[{p}] read up to {read} and mirrored up to {mirrored.get(p, 0)} of {end}")
         if short:
-            parts = ", ".join(
-                f"[{p}] mirrored up to {m}, the source had up to {e}" for p, (m, e) in sorted(short.items())
-            )
-            return f"not every record of {topic} was mirrored before it was deleted ({parts}): for good"
+            return f"not every record of {topic} was mirrored before it was deleted ({', '.join(short)}): for good"
         readers = groups_reading(self.clients, remote)
         if readers:
             shown = ", ".join(readers[:5]) + (" …" if len(readers) > 5 else "")
-            return (
-                f"consumer groups on {self.clients.flow.target} read it ({shown}); looked at again every topic refresh"
-            )
+            target = self.clients.flow.target
+            return f"consumer groups on {target} read it ({shown}); looked at again every topic refresh"
         return None
 
     def _delete(self, topic: str, remote: str) -> None:
@@ -181,6 +222,8 @@ def groups_reading(clients: FlowClients, remote: str) -> list[str]:
     (sparkmirror's own groups aside)."""
     admin = clients.target_admin
     listed = retry_kafka(lambda: admin.list_consumer_groups(request_timeout=30).result(), what="list groups")
+    if listed.errors:  # a broker that did not answer may know groups that read it: never guess
+        return [f"(groups not listed: {listed.errors[0]})"]
     names = sorted(g.group_id for g in listed.valid if not is_own_group(g.group_id))
     if not names:
         return []

@@ -56,7 +56,6 @@ from sparkmirror.pipeline.driver.progress import (
     lag_from_progress,
     last_progress,
     partition_lags,
-    partition_positions,
 )
 from sparkmirror.pipeline.driver.query import (
     StartingOffsets,
@@ -384,6 +383,11 @@ class Flow:
             )
             return
         log.warning("flow=%s flow control changed: %s", self.flow.name, self._control_line(control))
+        if self.once and self.throttle.paused_topics:
+            log.warning(
+                "flow=%s run --once ends only once its paused topics are resumed (sparkmirror resume) and copied",
+                self.flow.name,
+            )
 
     def _control_line(self, control: FlowControl) -> str:
         paused = self.throttle.paused_topics
@@ -642,13 +646,17 @@ class Flow:
     def _report_running(self) -> None:
         self.report("running")
         if self.query is not None:
-            self.deletions.positions(partition_positions(last_progress(self.query)))
+            self._keep_positions(self.query)
         if self.metrics is not None:
-            held, self._held_counted = self.throttle.held_s - self._held_counted, self.throttle.held_s
+            total = self.throttle.held_s  # read once: the tasks' reports add to it meanwhile
+            held, self._held_counted = total - self._held_counted, total
             limit = self.throttle.limit() if self._pausable else None
             self.metrics.throttle(held, limit)
         if self.metrics is not None and self.query is not None:
-            self.metrics.lag(partition_lags(self.clients, last_progress(self.query)))
+            try:
+                self.metrics.lag(partition_lags(self.clients, last_progress(self.query)))
+            except Exception as exc:  # noqa: BLE001 - metrics must not stop the flow (a topic deleted meanwhile)
+                log.info("flow=%s lag metrics not refreshed this interval: %s", self.flow.name, exc)
 
     def _running(self) -> bool:
         return self.query is not None
@@ -804,16 +812,22 @@ class Flow:
             q.stop()
         except Exception as exc:  # noqa: BLE001 - stopping a query that just failed
             log.debug("flow=%s stopping query: %s", self.flow.name, exc)
-        self.deletions.positions(partition_positions(last_progress(q)))
+        self._keep_positions(q)
         self.query = None
         self.throttle.stopped()
+
+    def _keep_positions(self, query: StreamingQuery | StreamingCopy) -> None:
+        """The copy's positions and the source ends it saw, kept for deleted topics (the end of a deleted
+        topic is unknowable afterwards); the streaming engine's only (the batch engine's are Spark's)."""
+        if isinstance(query, StreamingCopy):
+            self.deletions.positions(query.read_positions())
 
     def take_ended_query(self) -> BaseException | None:
         """The query has ended: forget it; returns its error (``None``: it ended normally)."""
         assert self.query is not None
         error = self.query.exception()
         self.progress.lag = lag_from_progress(last_progress(self.query))
-        self.deletions.positions(partition_positions(last_progress(self.query)))
+        self._keep_positions(self.query)
         self.query = None
         self.throttle.stopped()
         return error
@@ -834,6 +848,7 @@ class Flow:
         if not self.flow.refresh_topics_enabled:
             return
         topics = self.topics.source_topics()
+        self._keep_source_ends(topics)
         self.check_topic_ids(set(topics) & set(self.subscribed))
         # Spark's Kafka source finds new partitions itself; the streaming engine's tasks own a fixed set.
         streaming = self.flow.spark.engine == "streaming"
@@ -854,6 +869,19 @@ class Flow:
         self.check_topic_ids(added)
         self.stop_query()
         self._start_query(topics)
+
+    def _keep_source_ends(self, topics: dict[str, int]) -> None:
+        """With deletion sync: the source's ends as of now (a topic deleted later is deleted on the target
+        only once its records up to there, and up to what the copy saw after, were mirrored). Best effort:
+        the copy's own view of the ends is the other source of them."""
+        if not self.flow.spark.sync_topic_deletions or not topics:
+            return
+        try:
+            bounds = log_bounds(self.clients.source_admin, topics)
+        except Exception as exc:  # noqa: BLE001 - a topic deleted meanwhile: its end is the copy's
+            log.debug("flow=%s source ends not read: %s", self.flow.name, exc)
+            return
+        self.deletions.source_ends({k: end for k, (_start, end) in bounds.items()})
 
     def _checkpoint_pass(self) -> None:
         """One slice of the current checkpoint pass (:class:`~sparkmirror.core.checkpoints.CheckpointPass`);

@@ -96,9 +96,10 @@ class StreamingCopy:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._error: BaseException | None = None
-        #: (topic, partition) -> (next offset to copy, source end) from the tasks' last reports.
-        self.positions: dict[tuple[str, int], tuple[int, int]] = {
-            (r.topic, r.partition): (r.start, r.start) for r in ranges
+        #: (topic, partition) -> (next offset to copy, source end (-1: not seen yet), read up to) from the
+        #: tasks' last reports.
+        self.positions: dict[tuple[str, int], tuple[int, int, int]] = {
+            (r.topic, r.partition): (r.start, -1, r.start) for r in ranges
         }
         token = secrets.token_hex(16)
         self.token = token
@@ -136,10 +137,15 @@ class StreamingCopy:
         done: dict[str, dict[str, int]] = {}
         latest: dict[str, dict[str, int]] = {}
         with self._lock:
-            for (t, p), (nxt, end) in self.positions.items():
+            for (t, p), (nxt, end, _read) in self.positions.items():
                 done.setdefault(t, {})[str(p)] = nxt
                 latest.setdefault(t, {})[str(p)] = max(nxt, end)
         return {"sources": [{"endOffset": done, "latestOffset": latest}]}
+
+    def read_positions(self) -> dict[tuple[str, int], tuple[int, int, int]]:
+        """A copy of :attr:`positions`: (next offset to copy, source end or -1, read up to) per partition."""
+        with self._lock:
+            return dict(self.positions)
 
     def _check_started(self) -> None:
         """Say once if a task has not started a minute after the job: it waits for a task slot (a core),
@@ -221,8 +227,11 @@ class StreamingCopy:
             results = []
         with self._lock:
             self.reported.add(report.task)
-            for t, p, nxt, end in report.positions:
-                self.positions[(t, p)] = (nxt, end)
+            for t, p, nxt, end, read in report.positions:
+                # The end never goes back: a consumer forgets a deleted topic's (-1), and that end is
+                # what tells whether its records were all mirrored (pipeline/driver/deletions.py).
+                seen = self.positions.get((t, p), (nxt, -1, read))[1]
+                self.positions[(t, p)] = (nxt, max(end, seen), read)
             if self._error is None and results:
                 try:
                     self.handler.record(self.plan, results, durable=True)

@@ -114,7 +114,12 @@ class StreamTask:
                     self.done.add(key)
             consumer = clients.source_consumer(plan)
             self._assign(consumer)
-            self._follow(consumer, plan.start_control)  # until the driver's first answer
+            # The flow control of the job's start, then the driver's as of now before the first read: a
+            # pause or a limit set since the job started (a retried task) holds from the first record.
+            self._follow(consumer, plan.start_control)
+            channel.send(Report(self.task, attempt, control_version=self._control_version))
+            self._answers_applied = channel.answers
+            self._follow(consumer, channel.answer)
             with collector_paused():
                 results = self._copy(sink, consumer, channel, attempt, finisher)
             finisher.shutdown()
@@ -169,10 +174,10 @@ class StreamTask:
                     self.budget.held(hold)
                 else:
                     room = self.budget.room(now, most - handed)
-                    taken, nbytes = self._read(consumer, sink, wait, room)
+                    taken, records, nbytes = self._read(consumer, sink, wait, room)
                     handed += taken
                     self._copied += nbytes
-                    self.budget.take(nbytes, taken, time.monotonic())
+                    self.budget.take(nbytes, records, time.monotonic())
             elif finishing is not None:
                 futures_wait([finishing], timeout=_IDLE_WAIT_S)  # nothing to read until it is done
             sink.serve()
@@ -250,24 +255,27 @@ class StreamTask:
         if todo:
             consumer.assign(todo)
 
-    def _read(self, consumer: Consumer, sink: Sink, wait_s: float, room: int) -> tuple[int, int]:
+    def _read(self, consumer: Consumer, sink: Sink, wait_s: float, room: int) -> tuple[int, int, int]:
         """Hand what the consumer holds to the sink: wait up to ``wait_s`` for the first message, then
         take what is already there (at most ``room`` messages) without waiting: a record never waits
-        for a batch to fill. Returns how many messages were taken, and their key and value bytes."""
+        for a batch to fill. Returns how many messages were taken, how many records of them were
+        handed to the sink, and their key and value bytes."""
         first = consumer.poll(wait_s)
         if first is None:
-            return 0, 0
+            return 0, 0, 0
         msgs = [first, *consumer.consume(min(_DRAIN, room - 1), 0)] if room > 1 else [first]
         runs: dict[PartitionKey, list[Record]] = {}
         ended: list[PartitionKey] = []
-        nbytes = 0
+        nbytes = records = 0
         for m in msgs:
             err = m.error()
             key: PartitionKey = (m.topic(), m.partition())  # type: ignore[assignment]
             r = self.ranges.get(key)
             if err is not None:
                 self._error(err, key, r)
-                if r is not None and (m.offset() or 0) >= r.until:  # the partition's end, at or past the range's
+                # The partition's end, at or past the range's (a paused partition's skipped records may
+                # have moved its fetch there: its end is taken once it is read again).
+                if r is not None and key not in self.paused and (m.offset() or 0) >= r.until:
                     ended.append(key)
                 continue
             if r is None or key in self.done:
@@ -285,6 +293,7 @@ class StreamTask:
                 run = runs[key] = []
             k, v = m.key(), m.value()
             nbytes += (len(k) if k else 0) + (len(v) if v else 0)
+            records += 1
             run.append((offset, k, v, ts if ts > 0 else 0, m.headers()))  # type: ignore[arg-type]
             if offset + 1 >= r.until:
                 ended.append(key)
@@ -299,7 +308,7 @@ class StreamTask:
             self.done.update(fresh)
             if fresh:
                 consumer.incremental_unassign([TopicPartition(t, p) for t, p in fresh])
-        return len(msgs), nbytes
+        return len(msgs), records, nbytes
 
     def _error(self, err: KafkaError, key: PartitionKey, r: SourceRange | None) -> None:
         """A consumer error: a partition's end is news (``--once``); a position the source no longer has,
@@ -318,10 +327,23 @@ class StreamTask:
             )
         check_client_error(self.plan.flow, err, "the task is restarted")
 
-    def _positions(self, consumer: Consumer | None) -> list[tuple[str, int, int, int]]:
-        """Every assigned partition's next offset and the source's end as the consumer last saw it."""
+    def _positions(self, consumer: Consumer | None) -> list[tuple[str, int, int, int, int]]:
+        """Every assigned partition's next offset to copy, the source's end as the consumer last saw it
+        (-1: not seen yet), and how far the task has read it: the consumer's position, which passes
+        transaction markers and aborted records the task never sees (the next offset for a paused
+        partition, whose position may be past records it skipped)."""
         from confluent_kafka import TopicPartition
 
+        read: dict[PartitionKey, int] = {}
+        if consumer is not None:
+            skip = self.paused | self.done
+            live = [TopicPartition(t, p) for (t, p) in self.next if (t, p) not in skip]
+            try:
+                for tp in consumer.position(live) if live else []:
+                    if tp.error is None and tp.offset is not None and tp.offset >= 0:
+                        read[(tp.topic, tp.partition)] = int(tp.offset)
+            except Exception:  # noqa: BLE001 - positions without how far they were read are still worth reporting
+                read = {}
         out = []
         for (t, p), nxt in self.next.items():
             end = -1
@@ -331,5 +353,5 @@ class StreamTask:
                     end = int(high) if high is not None and high >= 0 else -1
                 except Exception:  # noqa: BLE001 - a position without its end is still worth reporting
                     end = -1
-            out.append((t, p, nxt, end))
+            out.append((t, p, nxt, end, max(nxt, read.get((t, p), nxt))))
         return out

@@ -84,10 +84,10 @@ def record_digest(
     key: bytes | None,
     value: bytes | None,
     timestamp_ms: int,
-    headers: Sequence[tuple[str, bytes | None]] | None,
+    headers: Sequence[tuple[str, bytes | str | None]] | None,
 ) -> bytes:
     """The digest of what MM2 keeps of a record: key, value, timestamp and headers (in order).
-    A null key or value is told apart from an empty one."""
+    A null key or value is told apart from an empty one (a header value given as text is its UTF-8)."""
     h = blake2b(digest_size=DIGEST_SIZE)
     h.update(_LENGTHS.pack(timestamp_ms, -1 if key is None else len(key), -1 if value is None else len(value)))
     if key:
@@ -95,8 +95,9 @@ def record_digest(
     if value:
         h.update(value)
     if headers:
-        for name, hv in headers:
+        for name, given in headers:
             nb = name.encode("utf-8")
+            hv = given.encode("utf-8") if isinstance(given, str) else given
             h.update(_HEADER.pack(len(nb), -1 if hv is None else len(hv)))
             h.update(nb)
             if hv:

@@ -1,0 +1,120 @@
+"""``offsets index-history`` on real brokers: a remote topic written as MM2 writes one (records copied with
+their key, value, timestamp and headers, a restart's replay, an unrelated record, copies whose source
+records retention removed), MM2's position in Connect's offsets topic, sparkmirror's progress and first
+segment after it; the map it writes translates every offset to the record's last copy, a rerun resumes,
+and a partition whose logs do not match is refused with its offsets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kafka_helpers import (
+    Rec,
+    commit_group,
+    create_topics,
+    produce,
+    read_partition,
+    run_cli,
+    unique,
+    varied_records,
+    write_config,
+)
+
+from sparkmirror.config import load_config
+from sparkmirror.core.naming import progress_group
+from sparkmirror.core.offsetmap import Method, Segment
+from sparkmirror.kafka.flowclients import FlowClients
+from sparkmirror.kafka.mm2offsets import handback_records
+from sparkmirror.offsets.store import OffsetMapStore, read_offset_map
+
+
+def _delete_below(bootstrap: str, topic: str, partition: int, offset: int) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.delete_records([TopicPartition(topic, partition, offset)], request_timeout=30).values():
+        fut.result()
+
+
+def test_index_history_maps_mm2s_copies_exactly_resumes_and_refuses_what_does_not_match(
+    bootstraps: dict[str, str], tmp_path: Path
+) -> None:
+    a, b = bootstraps["A"], bootstraps["B"]
+    topic = unique("history")
+    remote = f"A.{topic}"
+    create_topics(a, {topic: 3})
+    create_topics(b, {remote: 3})
+    src = {p: varied_records(p, 310 if p == 0 else 150) for p in range(3)}
+    for p, recs in src.items():
+        produce(a, topic, p, recs)
+
+    # Partition 0: MM2 copied 0..199, restarted from 150 and copied 150..299, stopped cleanly (next: 300).
+    # Then sparkmirror adopted 300 and copied 300..309 at remote 350..359 (its segment below).
+    copies0 = [*range(0, 200), *range(150, 300)]
+    produce(b, remote, 0, [src[0][u] for u in copies0])
+    # Partition 1: an unrelated record in the middle (remote offset 100).
+    unrelated = Rec(b"who", b"knows", (), src[1][0].timestamp)
+    produce(b, remote, 1, [*src[1][:100], unrelated, *src[1][100:150]])
+    # Partition 2: a plain copy, whose first 40 source records retention removed since.
+    produce(b, remote, 2, src[2])
+    _delete_below(a, topic, 2, 40)
+
+    mm2_topic = "mm2-offsets.A.internal"
+    create_topics(b, {mm2_topic: 1})
+    produce(
+        b,
+        mm2_topic,
+        0,
+        [Rec(k, v, (), 0) for k, v in handback_records({(topic, 0): 300, (topic, 1): 150, (topic, 2): 150}, "A", {})],
+    )
+    commit_group(b, progress_group("A", "B"), {(remote, 0): 310, (remote, 1): 150, (remote, 2): 150})
+    cfg = write_config(
+        tmp_path / "mm2.properties", a, b, checkpoints=tmp_path / "cp", extra=f"A->B.topics = {topic}\n"
+    )
+    flow = load_config(cfg).flow("A->B")
+    store = OffsetMapStore(FlowClients(flow))
+    store.ensure_topic()
+    produce(b, remote, 0, src[0][300:310])
+    store.write([Segment(topic, 0, 300, 350, 10)])  # sparkmirror's own first segment
+    store.close()
+
+    first = run_cli("offsets", "index-history", str(cfg), "--json", timeout_s=300)
+    assert first.returncode == 1, first.stdout + first.stderr[-3000:]  # partition 1 refused
+    assert "Traceback" not in first.stderr
+    parts = {p["partition"]: p for p in json.loads(first.stdout)[0]["partitions"]}
+    assert parts[0]["status"] == "indexed", parts[0]
+    assert (parts[0]["records"], parts[0]["replayed"], parts[0]["remote_from"], parts[0]["remote_to"]) == (
+        350,
+        50,
+        0,
+        350,
+    )
+    assert parts[1]["status"] == "refused"
+    assert f"{remote}[1] offset 100 copies no record of {topic}[1]" in parts[1]["detail"]
+    assert "expected was offset 100" in parts[1]["detail"]
+    assert parts[2]["status"] == "indexed" and parts[2]["gone"] == 40 and parts[2]["records"] == 110
+
+    om = read_offset_map(FlowClients(flow).target_consumer, flow)
+    got = {p: read_partition(b, remote, p) for p in range(3)}
+    last_copy = {u: d for d, u in enumerate(copies0)} | {u: 350 + u - 300 for u in range(300, 310)}
+    for g, d in last_copy.items():
+        t = om.translate(topic, 0, g)
+        assert (t.downstream_offset, t.method) == (d, Method.EXACT), (g, t)
+        assert got[0][d] == src[0][g]
+    for g in range(100):  # before the refusal: mapped and durable
+        assert om.translate(topic, 1, g).downstream_offset == g
+    below = om.translate(topic, 2, 10)  # the source no longer holds it: the earliest mapped copy
+    assert (below.method, below.downstream_offset) == (Method.BELOW_HISTORY, 40)
+    for g in range(40, 150):
+        assert om.translate(topic, 2, g).downstream_offset == g
+
+    again = run_cli("offsets", "index-history", str(cfg), timeout_s=300)
+    assert again.returncode == 1, again.stdout + again.stderr[-3000:]
+    assert f"{topic}[0]" in again.stdout and "already indexed" in again.stdout
+    assert "offset 100 copies no record" in again.stderr  # resumed at 100 and refused there again
+    assert "Traceback" not in again.stderr
+    assert len(read_offset_map(FlowClients(flow).target_consumer, flow).partition(topic, 0) or []) == len(
+        om.partition(topic, 0) or []
+    )

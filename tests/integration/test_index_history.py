@@ -20,7 +20,6 @@ from kafka_helpers import (
     varied_records,
     write_config,
 )
-
 from sparkmirror.config import load_config
 from sparkmirror.core.naming import progress_group
 from sparkmirror.core.offsetmap import Method, Segment
@@ -70,9 +69,7 @@ def test_index_history_maps_mm2s_copies_exactly_resumes_and_refuses_what_does_no
         [Rec(k, v, (), 0) for k, v in handback_records({(topic, 0): 300, (topic, 1): 150, (topic, 2): 150}, "A", {})],
     )
     commit_group(b, progress_group("A", "B"), {(remote, 0): 310, (remote, 1): 150, (remote, 2): 150})
-    cfg = write_config(
-        tmp_path / "mm2.properties", a, b, checkpoints=tmp_path / "cp", extra=f"A->B.topics = {topic}\n"
-    )
+    cfg = write_config(tmp_path / "mm2.properties", a, b, checkpoints=tmp_path / "cp", extra=f"A->B.topics = {topic}\n")
     flow = load_config(cfg).flow("A->B")
     store = OffsetMapStore(FlowClients(flow))
     store.ensure_topic()

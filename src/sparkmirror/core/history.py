@@ -261,6 +261,12 @@ class HistoryMatcher:
         out, self._out = self._out, []
         return out
 
+    def close_run(self) -> list[Segment]:
+        """The open run, closed (after a refusal: what was matched before it is still true)."""
+        self._close()
+        out, self._out = self._out, []
+        return out
+
     def _match_next(self, r: int, dig: bytes) -> None:
         pos = self._pos
         if pos == len(self._offs) and not self._pull():

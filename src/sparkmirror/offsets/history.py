@@ -378,6 +378,7 @@ class HistoryIndexer:
                 result.remote_to = off + 1
             pending += matcher.finish()
         except HistoryError as exc:
+            pending += matcher.close_run()
             result.status = "refused"
             result.detail = str(exc)
             log.error("flow=%s %s: %s", flow, name, exc)

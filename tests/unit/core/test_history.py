@@ -263,3 +263,12 @@ def test_history_below_upto_with_sparkmirrors_segments_after_it_translates_every
     for g, d in truth.items():
         t = om.translate(T, 0, g)
         assert (t.downstream_offset, t.method) == (d, Method.EXACT), (g, segs)
+
+
+def test_after_a_refusal_the_run_matched_before_it_can_still_be_closed() -> None:
+    m = HistoryMatcher(iter(source_of(range(5))), topic=T, partition=0, remote_topic=R)
+    for d, dg in remote_of([0, 1, 2]):
+        assert m.push(d, dg) == []
+    with pytest.raises(HistoryMismatch):
+        m.push(3, dig("unrelated"))
+    assert m.close_run() == [seg(0, 0, 3)]

@@ -42,10 +42,10 @@ from typing import TYPE_CHECKING, Literal
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.adoption import HANDED_BACK
 from sparkmirror.core.connect_offsets import offsets_topic
-from sparkmirror.core.exceptions import CoreError
 from sparkmirror.core.history import DEFAULT_WINDOW, HistoryError, HistoryMatcher, record_digest
 from sparkmirror.core.naming import progress_group
 from sparkmirror.core.offsetmap import Segment
+from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.offsets.store import OffsetMapStore
 
@@ -64,7 +64,7 @@ _STALL_S = 60.0
 Status = Literal["indexed", "done", "skipped", "refused"]
 
 
-class HistoryReadError(CoreError):
+class HistoryReadError(SparkMirrorError):
     """A partition could not be read to where its history ends (exit 1; retrying may help)."""
 
     retriable = True

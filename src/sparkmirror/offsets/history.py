@@ -147,9 +147,15 @@ def _read(
         return
     consumer.assign([TopicPartition(topic, partition, start)])
     last = time.monotonic()
+    n = nbytes = 0  # counted here, added to ``counter`` per batch: this loop runs once per record
     try:
         while True:
-            batch = consumer.consume(10_000, 1.0)
+            # consume() waits its whole timeout unless the batch fills: take what is queued, and wait
+            # (for one record) only when nothing is.
+            batch = consumer.consume(10_000, 0) or consumer.consume(1, 0.5)
+            counter.records += n
+            counter.bytes += nbytes
+            n = nbytes = 0
             if not batch:
                 if time.monotonic() - last > _STALL_S:
                     raise HistoryReadError(
@@ -164,15 +170,17 @@ def _read(
                         return  # read_committed: the last stable offset; read_uncommitted: the end
                     raise HistoryReadError(f"{topic}[{partition}] ({what}): {err.str()}")
                 off = msg.offset()
-                assert off is not None
-                if off >= end:
+                if off is None or off >= end:
                     return
                 key, value, headers = msg.key(), msg.value(), msg.headers()
-                counter.records += 1
-                counter.bytes += (len(key) if key else 0) + (len(value) if value else 0)
-                hdrs = list(headers.items()) if isinstance(headers, dict) else headers
-                yield off, record_digest(key, value, msg.timestamp()[1], hdrs)
+                n += 1
+                nbytes += (len(key) if key else 0) + (len(value) if value else 0)
+                if isinstance(headers, dict):
+                    headers = list(headers.items())
+                yield off, record_digest(key, value, msg.timestamp()[1], headers)
     finally:
+        counter.records += n
+        counter.bytes += nbytes
         consumer.unassign()
 
 
@@ -301,6 +309,7 @@ class HistoryIndexer:
             total(sum(p.remote_to - p.remote_from for p in plans))
         report = HistoryReport(self.flow.name, self.store.topic, self.mm2_offsets_topic, list(skipped))
         if plans:
+            self.store.ensure_topic()  # made by the flow's first start; not there if it ran elsewhere
             remote_c = _consumer(self.clients.target_consumer, "read_committed")
             source_c = _consumer(self.clients.source_consumer, "read_uncommitted")
             try:

@@ -77,21 +77,20 @@ def test_index_history_maps_mm2s_copies_exactly_resumes_and_refuses_what_does_no
     store.write([Segment(topic, 0, 300, 350, 10)])  # sparkmirror's own first segment
     store.close()
 
-    first = run_cli("offsets", "index-history", str(cfg), "--json", timeout_s=300)
+    first = run_cli("offsets", "index-history", str(cfg), timeout_s=300)
+    print(first.stdout)
     assert first.returncode == 1, first.stdout + first.stderr[-3000:]  # partition 1 refused
     assert "Traceback" not in first.stderr
-    parts = {p["partition"]: p for p in json.loads(first.stdout)[0]["partitions"]}
-    assert parts[0]["status"] == "indexed", parts[0]
-    assert (parts[0]["records"], parts[0]["replayed"], parts[0]["remote_from"], parts[0]["remote_to"]) == (
-        350,
-        50,
-        0,
-        350,
+    lines = {line.split()[0]: line for line in first.stdout.splitlines() if line.startswith("  ")}
+    assert (
+        f"indexed  {remote}[0] offsets 0 to 349: 350 records mapped to source offsets 0 to 299 in 2 segments; "
+        "50 copies of records MM2 had copied before" in lines[f"{topic}[0]"]
     )
-    assert parts[1]["status"] == "refused"
-    assert f"{remote}[1] offset 100 copies no record of {topic}[1]" in parts[1]["detail"]
-    assert "expected was offset 100" in parts[1]["detail"]
-    assert parts[2]["status"] == "indexed" and parts[2]["gone"] == 40 and parts[2]["records"] == 110
+    assert f"refused  {remote}[1] offset 100 copies no record of {topic}[1]" in lines[f"{topic}[1]"]
+    assert "expected was offset 100" in lines[f"{topic}[1]"]
+    assert f"{remote}[2] offsets 0 to 149: 110 records mapped to source offsets 40 to 149" in lines[f"{topic}[2]"]
+    assert "40 copies at the remote's start whose source records retention removed" in lines[f"{topic}[2]"]
+    assert "summary: 3 partitions (2 indexed, 1 refused); 460 records mapped in 3 segments" in first.stdout
 
     om = read_offset_map(FlowClients(flow).target_consumer, flow)
     got = {p: read_partition(b, remote, p) for p in range(3)}
@@ -107,9 +106,13 @@ def test_index_history_maps_mm2s_copies_exactly_resumes_and_refuses_what_does_no
     for g in range(40, 150):
         assert om.translate(topic, 2, g).downstream_offset == g
 
-    again = run_cli("offsets", "index-history", str(cfg), timeout_s=300)
+    again = run_cli("offsets", "index-history", str(cfg), "--json", timeout_s=300)
     assert again.returncode == 1, again.stdout + again.stderr[-3000:]
-    assert f"{topic}[0]" in again.stdout and "already indexed" in again.stdout
+    print(again.stdout)
+    parts = {p["partition"]: p for p in json.loads(again.stdout)[0]["partitions"]}
+    assert [parts[p]["status"] for p in range(3)] == ["done", "refused", "done"]
+    assert parts[0]["detail"] == "already indexed"
+    assert parts[1]["remote_from"] == 100 and "offset 100 copies no record" in parts[1]["detail"]
     assert "offset 100 copies no record" in again.stderr  # resumed at 100 and refused there again
     assert "Traceback" not in again.stderr
     assert len(read_offset_map(FlowClients(flow).target_consumer, flow).partition(topic, 0) or []) == len(

@@ -153,16 +153,15 @@ def _print_history(report: object) -> None:
     records = sum(p.records for p in indexed)
     read = sum(p.records_read for p in report.partitions)
     nbytes = sum(p.bytes_read for p in report.partitions)
-    busy = sum(p.seconds for p in indexed) or 1e-9
+    busy = sum(p.seconds for p in report.partitions if p.records_read)
     counts = ", ".join(
         f"{sum(1 for p in report.partitions if p.status == s)} {s}"
         for s in ("indexed", "done", "skipped", "refused")
         if any(p.status == s for p in report.partitions)
     )
+    rate = f" ({read / busy:,.0f} records/s, {nbytes / 1e6 / busy:,.1f} MB/s while reading)" if busy >= 0.5 else ""
     click.echo(
         f"summary: {len(report.partitions)} partitions ({counts or 'none'}); {records:,} records mapped in "
         f"{sum(p.segments for p in indexed):,} segments; {read:,} records read ({nbytes / 1e6:,.1f} MB) in "
-        f"{report.seconds:.1f}s ({read / busy:,.0f} records/s, {nbytes / 1e6 / busy:,.1f} MB/s while reading)"
+        f"{report.seconds:.1f}s{rate}"
     )
-    for p in report.refused:
-        click.echo(f"refused: {p.source_topic}[{p.partition}]: {p.detail}", err=True)

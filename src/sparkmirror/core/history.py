@@ -29,17 +29,19 @@ holds. The map can only start where both logs hold records: remote records befor
 that copies a retained source record are counted (``gone``), not mapped, and a translation below
 the first mapped record is the offset map's BELOW_HISTORY (the earliest mapped copy). Equally,
 source records older than the remote's first copy (the remote's retention is shorter) are skipped.
-The first remote record is looked for among the first ``window`` source records; failing that, the
-first remote records (up to ``window``) are taken as copies of removed source records until one
-copies one of the source's first records; failing both, refused.
+The first remote record is looked for among the first ``window`` source records; failing that, and
+if the source has lost records (its first offset is past 0), the first remote records (up to
+``window``) are taken as copies of removed source records until one copies one of the source's
+first records; failing both, refused. (``source`` must then start at the partition's log start.)
 
 ``upto``: source offsets at or past it are not indexed (copies of them are dropped, counted in
 ``beyond``): the caller passes the offset sparkmirror's own copying started at, so that every
 history segment is keyed below every segment sparkmirror writes and neither replaces the other
 in the compacted offset-map topic; sparkmirror's copies of those records are later and win anyway.
 
-Memory is bounded: the ring of source digests holds at most ``2 * window`` records (24 bytes
-each), a run in progress is one segment, segments are yielded as they close (``max_run`` closes a
+Memory is bounded: the ring of source digests holds at most three windows of records, 24 bytes
+each (the window behind, as much again ahead, and up to a window dropped but not yet let go of:
+72 MB at the default), a run in progress is one segment, segments are yielded as they close (``max_run`` closes a
 run every so many records so that a caller can make its progress durable).
 
 This module must never import pyspark or a Kafka client, and never guess.
@@ -395,8 +397,14 @@ class HistoryMatcher:
                     f"{self._where(r)}: {self.topic}[{self.partition}] holds no record to match it with "
                     "(empty, or every record removed by retention); nothing was guessed"
                 )
-            # Copies of records the source no longer holds? Then a later remote record copies one of
-            # the source's first records.
+            if self._offs[0] == 0:
+                raise HistoryMismatch(
+                    f"{self._where(r)} copies none of the first {len(self._offs):,} records of "
+                    f"{self.topic}[{self.partition}], which has lost no record to retention (it starts at offset "
+                    "0): the two logs do not match there; nothing was guessed"
+                )
+            # Copies of records the source no longer holds (it starts past offset 0)? Then a later remote
+            # record copies one of the source's first records.
             self._gone_from = r
             self._first_source = {self._dig(i) for i in range(min(len(self._offs), AMBIGUITY_LOOKAHEAD))}
         assert self._first_source is not None

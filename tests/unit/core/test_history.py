@@ -151,7 +151,12 @@ def test_source_records_older_than_the_remote_are_skipped() -> None:
 
 def test_logs_that_do_not_overlap_are_refused() -> None:
     with pytest.raises(HistoryMismatch, match="do not overlap within the window"):
-        match(source_of(range(100)), remote_of([f"x{i}" for i in range(30)]), window=20)
+        match(source_of(range(5, 100)), remote_of([f"x{i}" for i in range(30)]), window=20)
+
+
+def test_a_first_remote_record_that_copies_nothing_is_refused_when_the_source_lost_no_record() -> None:
+    with pytest.raises(HistoryMismatch, match=r"A.orders\[0\] offset 0 copies none of the first 100 records"):
+        match(source_of(range(100)), remote_of(["unrelated", 0, 1, 2]))
 
 
 def test_copies_past_upto_are_dropped_so_no_history_key_reaches_sparkmirrors() -> None:

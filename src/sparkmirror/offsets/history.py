@@ -413,7 +413,14 @@ class HistoryIndexer:
         result.records_read = source_n.records + remote_n.records
         result.bytes_read = source_n.bytes + remote_n.bytes
         result.seconds = time.monotonic() - t0
-        if result.status == "indexed":
+        if result.status == "indexed" and not st.matched and plan.expected is not None:
+            # A rerun that found nothing more to map: the tail it read copies records from MM2's position
+            # on (sparkmirror's copies count), read again by every rerun (at most what MM2 copied past its
+            # last commit).
+            result.status = "done"
+        if result.status == "done":
+            result.detail = f"already indexed; {st.beyond:,} copies after it of records from MM2's position on"
+        elif result.status == "indexed":
             notes = []
             if st.replayed:
                 notes.append(f"{st.replayed:,} copies of records MM2 had copied before (its restarts' replays)")

@@ -120,3 +120,77 @@ def test_index_history_maps_mm2s_copies_exactly_resumes_and_refuses_what_does_no
     assert len(read_offset_map(FlowClients(flow).target_consumer, flow).partition(topic, 0) or []) == len(
         om.partition(topic, 0) or []
     )
+
+
+def test_index_history_while_the_flow_runs_leaves_its_map_exact_and_a_restart_loads_it(
+    bootstraps: dict[str, str], tmp_path: Path
+) -> None:
+    """Safe while the flow runs (no lease): history segments land below the running writer's, which
+    goes on extending its own; the map read afterwards, and the flow restarted on it, translate every
+    offset to its last copy, and nothing is copied twice."""
+    from kafka_helpers import end_offsets, running_mirror, wait_for
+
+    a, b = bootstraps["A"], bootstraps["B"]
+    topic = unique("history-live")
+    remote = f"A.{topic}"
+    create_topics(a, {topic: 2})
+    create_topics(b, {remote: 2})
+    src = {p: varied_records(p, 520) for p in range(2)}
+    for p in range(2):
+        produce(a, topic, p, src[p][:300])
+    # MM2's history: partition 0 replayed 100..199 after a restart; both stopped cleanly at 200.
+    copies = {0: [*range(200), *range(100, 200)], 1: list(range(200))}
+    for p in range(2):
+        produce(b, remote, p, [src[p][u] for u in copies[p]])
+    create_topics(b, {"mm2-offsets.A.internal": 1})
+    produce(
+        b,
+        "mm2-offsets.A.internal",
+        0,
+        [Rec(k, v, (), 0) for k, v in handback_records({(topic, 0): 200, (topic, 1): 200}, "A", {})],
+    )
+    cfg = write_config(tmp_path / "mm2.properties", a, b, checkpoints=tmp_path / "cp", extra=f"A->B.topics = {topic}\n")
+    mm2_end = {p: len(copies[p]) for p in range(2)}
+
+    def copied(n: int) -> bool:
+        ends = end_offsets(b, remote, settle_s=0)
+        return all(ends.get(p, 0) >= mm2_end[p] + n - 200 for p in range(2))
+
+    with running_mirror(cfg):
+        wait_for(lambda: copied(300), timeout_s=300, what="sparkmirror to adopt MM2's position and copy")
+        for p in range(2):
+            produce(a, topic, p, src[p][300:400])
+        done = run_cli("offsets", "index-history", str(cfg), "--json", timeout_s=300)
+        for p in range(2):
+            produce(a, topic, p, src[p][400:500])
+        wait_for(lambda: copied(500), timeout_s=300, what="sparkmirror to copy on while the history was indexed")
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    parts = {p["partition"]: p for p in json.loads(done.stdout)[0]["partitions"]}
+    assert [(parts[p]["status"], parts[p]["records"]) for p in range(2)] == [("indexed", 300), ("indexed", 200)]
+
+    def last_copies(end: int) -> dict[int, dict[int, int]]:
+        """Per partition, source offset -> remote offset of its last copy; B holds MM2's copies, then every
+        record from 200 to ``end`` once, in order (records are told apart by their timestamps)."""
+        out: dict[int, dict[int, int]] = {}
+        for p in range(2):
+            gs = [src[p].index(rec) for rec in read_partition(b, remote, p)]
+            assert gs == [*copies[p], *range(200, end)], f"{remote}[{p}]: copied twice or lost"
+            out[p] = {g: d for d, g in enumerate(gs)}
+        return out
+
+    def check_map(end: int) -> None:
+        om = read_offset_map(FlowClients(flow).target_consumer, flow)
+        for p, where in last_copies(end).items():
+            for g, d in where.items():
+                t = om.translate(topic, p, g)
+                assert (t.downstream_offset, t.method) == (d, Method.EXACT), (p, g, t)
+
+    flow = load_config(cfg).flow("A->B")
+    check_map(500)
+    # A restart loads the map with the history in it (out of write order) and copies on.
+    for p in range(2):
+        produce(a, topic, p, src[p][500:520])
+    again = run_cli("run", str(cfg), "--once", timeout_s=600)
+    assert again.returncode == 0, again.stdout + again.stderr[-3000:]
+    assert copied(520)
+    check_map(520)

@@ -10,7 +10,9 @@ child process. Figures: the child's wall-clock time and CPU time (user + system)
 partitions read and their bytes (keys and values). The brokers run on the same machine (2 cores) and use CPU of their
 own while it reads: records/s per core is over the indexer's CPU time only.
 
-    .venv/bin/python bench/index_history.py [--records N] [--partitions P] [--size BYTES] [--replay R]
+    .venv/bin/python bench/index_history.py [--records N] [--partitions P] [--size BYTES] [--replay R] [--shards N]
+
+``--shards N`` runs N processes at once, each with ``--shard I/N`` (a share of the partitions).
 
 Results: ``bench/results/index-history-<date>.json``.
 """
@@ -89,6 +91,7 @@ def main() -> None:
     ap.add_argument("--replay", type=int, default=1000)
     ap.add_argument("--base-port", type=int, default=31300)
     ap.add_argument("--seed", type=int, default=28)
+    ap.add_argument("--shards", type=int, default=1, help="processes sharing the partitions (--shard I/N)")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="sparkmirror-index-history-"))
@@ -121,14 +124,22 @@ def main() -> None:
         cmd = [sys.executable, "-m", "sparkmirror", "offsets", "index-history", str(cfg), "--json"]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t1 = time.monotonic()
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=os.environ)
+        procs = [
+            subprocess.Popen(
+                [*cmd, "--shard", f"{i}/{args.shards}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for i in range(args.shards)
+        ]
+        outs = [p.communicate() for p in procs]
         wall = time.monotonic() - t1
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if done.returncode != 0:
-            raise SystemExit(f"index-history failed ({done.returncode}): {done.stderr[-3000:]}")
-        report = json.loads(done.stdout)[0]
+        parts = []
+        for proc, (out, err) in zip(procs, outs, strict=True):
+            if proc.returncode != 0:
+                raise SystemExit(f"index-history failed ({proc.returncode}): {err[-3000:]}")
+            parts += json.loads(out)[0]["partitions"]
+        done_stderr = outs[0][1]
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        parts = report["partitions"]
         mapped = sum(p["records"] for p in parts)
         read = sum(p["records_read"] for p in parts)
         nbytes = sum(p["bytes_read"] for p in parts)
@@ -144,9 +155,10 @@ def main() -> None:
             "bytes_read_both_logs": nbytes,
             "segments": sum(p["segments"] for p in parts),
             "wall_s": round(wall, 2),
-            # The partitions' own time, without the process's start and the plan (offsets, groups, map).
+            "shards": args.shards,
+            # The partitions' own time, summed over the processes (without their start and the plan).
             "indexing_s": round(sum(p["seconds"] for p in parts), 2),
-            "remote_records_per_s_indexing": round(mapped / sum(p["seconds"] for p in parts)),
+            "remote_records_per_s_indexing": round(mapped * args.shards / sum(p["seconds"] for p in parts)),
             "cpu_s": round(cpu, 2),
             "remote_records_per_s_wall": round(mapped / wall),
             "remote_records_per_cpu_s": round(mapped / cpu),
@@ -154,10 +166,11 @@ def main() -> None:
             "remote_mb_per_cpu_s": round(mapped * args.size / 1e6 / cpu, 1),
             "cores": os.cpu_count(),
         }
-        out = Path(__file__).parent / "results" / f"index-history-{dt.date.today().isoformat()}.json"
+        suffix = f"-{args.shards}-shards" if args.shards > 1 else ""
+        out = Path(__file__).parent / "results" / f"index-history-{dt.date.today().isoformat()}{suffix}.json"
         out.write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps(result, indent=2))
-        print(done.stderr[-2000:], file=sys.stderr)
+        print(done_stderr[-2000:], file=sys.stderr)
     finally:
         clusters.down()
 

@@ -66,9 +66,16 @@ def translate(config: Path, source: str, target: str, group: str, as_json: bool)
     metavar="RECORDS",
     help="Source records a replay of MM2's may go back (default 1,000,000; 24 bytes each in memory).",
 )
+@click.option(
+    "--shard",
+    default="0/1",
+    metavar="I/N",
+    help="Only the I-th of every N partitions (0-based, in topic and partition order): N processes started "
+    "with 0/N .. N-1/N share the work, one core each.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def index_history(
-    config: Path, flows: tuple[str, ...], mm2_offsets_topic: str, window: int | None, as_json: bool
+    config: Path, flows: tuple[str, ...], mm2_offsets_topic: str, window: int | None, shard: str, as_json: bool
 ) -> None:
     """Rebuild the exact offset map of what MirrorMaker 2 copied before sparkmirror took over (issue 28).
 
@@ -93,6 +100,12 @@ def index_history(
     from sparkmirror.offsets.history import HistoryReport
     from sparkmirror.offsets.history import index_history as run_index
 
+    try:
+        i, n = (int(x) for x in shard.split("/"))
+        if not 0 <= i < n:
+            raise ValueError
+    except ValueError:
+        raise ConfigError(f"--shard {shard}: expected I/N with 0 <= I < N, e.g. 0/2 and 1/2") from None
     reports: list[HistoryReport] = []
     for flow in chosen_flows(load_config(config), config, flows):
         with Progress(
@@ -118,6 +131,7 @@ def index_history(
                     flow,
                     mm2_offsets_topic=mm2_offsets_topic,
                     window=window or DEFAULT_WINDOW,
+                    shard=(i, n),
                     progress=advance,
                     total=total,
                 )

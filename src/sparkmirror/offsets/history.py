@@ -219,8 +219,12 @@ class HistoryIndexer:
         mm2_offsets_topic: str = "",
         window: int = DEFAULT_WINDOW,
         chunk: int = DEFAULT_CHUNK,
+        shard: tuple[int, int] = (0, 1),
     ) -> None:
+        if not 0 <= shard[0] < shard[1]:
+            raise ValueError(f"shard {shard[0]}/{shard[1]}: needs 0 <= I < N")
         self.flow = flow
+        self.shard = shard
         self.clients = FlowClients(flow)
         self.mm2_offsets_topic = offsets_topic(flow.source, mm2_offsets_topic.strip() or flow.mm2_offsets_topic)
         self.window = window
@@ -250,58 +254,58 @@ class HistoryIndexer:
         remote_bounds = log_bounds(clients.target_admin, {remote[t]: n for t, n in present.items()})
         plans: list[_Plan] = []
         skipped: list[PartitionHistory] = []
-        for t, n in sources.items():
-            for p in range(n):
+        mine = [(t, p) for t, n in sources.items() for p in range(n)][self.shard[0] :: self.shard[1]]
+        for t, p in mine:
 
-                def skip(why: str, status: Status = "skipped", t: str = t, p: int = p) -> None:
-                    skipped.append(PartitionHistory(t, p, remote[t], status, why))
+            def skip(why: str, status: Status = "skipped", t: str = t, p: int = p) -> None:
+                skipped.append(PartitionHistory(t, p, remote[t], status, why))
 
-                at = mm2.get((t, p))
-                a = at.next_offset if at is not None else None
-                if a is None:
-                    skip(f"MirrorMaker 2 has no position for it in {self.mm2_offsets_topic}: nothing of MM2's to index")
-                    continue
-                if t not in present:
-                    skip(f"{remote[t]} does not exist on {flow.target}")
-                    continue
-                own = progress.get((remote[t], p))
-                if own is None:
-                    skip(
-                        f"sparkmirror has not started it (no offset in its progress group {group}): run "
-                        "sparkmirror first, then index what MM2 copied before it"
-                    )
-                    continue
-                if own[1] == HANDED_BACK:
-                    skip("handed back to MirrorMaker 2 (handback mm2): MM2 may be copying into it")
-                    continue
-                low, high = remote_bounds[(remote[t], p)]
-                pm = self.store.map.partition(t, p)
-                segments = pm.segments() if pm is not None else []
-                ours = [s.downstream_start for s in segments if s.upstream_start >= a]
-                end = min(ours) if ours else high
-                done = [s for s in segments if s.upstream_start < a and s.downstream_start < end]
-                last = max(done, key=lambda s: (s.downstream_end, s.downstream_start)) if done else None
-                start = max(low, last.downstream_end) if last is not None else low
-                if start >= end:
-                    what = "already indexed" if last is not None else "MM2 copied nothing that is still on the target"
-                    skipped.append(
-                        PartitionHistory(t, p, remote[t], "done", what, remote_from=start, remote_to=end, mm2_next=a)
-                    )
-                    continue
-                s_low, s_high = source_bounds[(t, p)]
-                plans.append(
-                    _Plan(
-                        t,
-                        p,
-                        remote[t],
-                        a,
-                        start,
-                        end,
-                        last.upstream_end if last is not None else None,
-                        s_low,
-                        s_high,
-                    )
+            at = mm2.get((t, p))
+            a = at.next_offset if at is not None else None
+            if a is None:
+                skip(f"MirrorMaker 2 has no position for it in {self.mm2_offsets_topic}: nothing of MM2's to index")
+                continue
+            if t not in present:
+                skip(f"{remote[t]} does not exist on {flow.target}")
+                continue
+            own = progress.get((remote[t], p))
+            if own is None:
+                skip(
+                    f"sparkmirror has not started it (no offset in its progress group {group}): run "
+                    "sparkmirror first, then index what MM2 copied before it"
                 )
+                continue
+            if own[1] == HANDED_BACK:
+                skip("handed back to MirrorMaker 2 (handback mm2): MM2 may be copying into it")
+                continue
+            low, high = remote_bounds[(remote[t], p)]
+            pm = self.store.map.partition(t, p)
+            segments = pm.segments() if pm is not None else []
+            ours = [s.downstream_start for s in segments if s.upstream_start >= a]
+            end = min(ours) if ours else high
+            done = [s for s in segments if s.upstream_start < a and s.downstream_start < end]
+            last = max(done, key=lambda s: (s.downstream_end, s.downstream_start)) if done else None
+            start = max(low, last.downstream_end) if last is not None else low
+            if start >= end:
+                what = "already indexed" if last is not None else "MM2 copied nothing that is still on the target"
+                skipped.append(
+                    PartitionHistory(t, p, remote[t], "done", what, remote_from=start, remote_to=end, mm2_next=a)
+                )
+                continue
+            s_low, s_high = source_bounds[(t, p)]
+            plans.append(
+                _Plan(
+                    t,
+                    p,
+                    remote[t],
+                    a,
+                    start,
+                    end,
+                    last.upstream_end if last is not None else None,
+                    s_low,
+                    s_high,
+                )
+            )
         return plans, skipped
 
     def run(
@@ -462,11 +466,13 @@ def index_history(
     mm2_offsets_topic: str = "",
     window: int = DEFAULT_WINDOW,
     chunk: int = DEFAULT_CHUNK,
+    shard: tuple[int, int] = (0, 1),
     progress: Callable[[str, int], None] | None = None,
     total: Callable[[int], None] | None = None,
 ) -> HistoryReport:
-    """Index MirrorMaker 2's history of one flow (see the module's docstring)."""
-    indexer = HistoryIndexer(flow, mm2_offsets_topic=mm2_offsets_topic, window=window, chunk=chunk)
+    """Index MirrorMaker 2's history of one flow (see the module's docstring); ``shard`` (I, N): only
+    the I-th of every N of its partitions (in topic and partition order), so that N processes share it."""
+    indexer = HistoryIndexer(flow, mm2_offsets_topic=mm2_offsets_topic, window=window, chunk=chunk, shard=shard)
     try:
         return indexer.run(progress, total)
     finally:

@@ -37,6 +37,14 @@ def _delete_below(bootstrap: str, topic: str, partition: int, offset: int) -> No
         fut.result()
 
 
+def _ensure_mm2_offsets_topic(bootstrap: str) -> None:
+    """MM2's offsets topic on B (shared by the tests of the session: its keys name the topic)."""
+    from confluent_kafka.admin import AdminClient
+
+    if "mm2-offsets.A.internal" not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics:
+        create_topics(bootstrap, {"mm2-offsets.A.internal": 1})
+
+
 def test_index_history_maps_mm2s_copies_exactly_resumes_and_refuses_what_does_not_match(
     bootstraps: dict[str, str], tmp_path: Path
 ) -> None:
@@ -62,7 +70,7 @@ def test_index_history_maps_mm2s_copies_exactly_resumes_and_refuses_what_does_no
     _delete_below(a, topic, 2, 40)
 
     mm2_topic = "mm2-offsets.A.internal"
-    create_topics(b, {mm2_topic: 1})
+    _ensure_mm2_offsets_topic(b)
     produce(
         b,
         mm2_topic,
@@ -142,7 +150,7 @@ def test_index_history_while_the_flow_runs_leaves_its_map_exact_and_a_restart_lo
     copies = {0: [*range(200), *range(100, 200)], 1: list(range(200))}
     for p in range(2):
         produce(b, remote, p, [src[p][u] for u in copies[p]])
-    create_topics(b, {"mm2-offsets.A.internal": 1})
+    _ensure_mm2_offsets_topic(b)
     produce(
         b,
         "mm2-offsets.A.internal",

@@ -202,3 +202,30 @@ def test_index_history_while_the_flow_runs_leaves_its_map_exact_and_a_restart_lo
     assert again.returncode == 0, again.stdout + again.stderr[-3000:]
     assert copied(520)
     check_map(520)
+
+
+def test_a_remote_topic_with_log_append_time_is_refused_then_indexed_without_timestamps(
+    bootstraps: dict[str, str], tmp_path: Path
+) -> None:
+    a, b = bootstraps["A"], bootstraps["B"]
+    topic = unique("history-lat")
+    remote = f"A.{topic}"
+    create_topics(a, {topic: 1})
+    create_topics(b, {remote: 1}, {"message.timestamp.type": "LogAppendTime"})
+    src = varied_records(0, 100)
+    produce(a, topic, 0, src)
+    produce(b, remote, 0, src)  # B stamps each record with the time it appended it
+    _ensure_mm2_offsets_topic(b)
+    produce(b, "mm2-offsets.A.internal", 0, [Rec(k, v, (), 0) for k, v in handback_records({(topic, 0): 100}, "A", {})])
+    commit_group(b, progress_group("A", "B"), {(remote, 0): 100})
+    cfg = write_config(tmp_path / "mm2.properties", a, b, checkpoints=tmp_path / "cp", extra=f"A->B.topics = {topic}\n")
+
+    refused = run_cli("offsets", "index-history", str(cfg), timeout_s=300)
+    assert refused.returncode == 1, refused.stdout + refused.stderr[-3000:]
+    assert f"{remote}[0] offset 0 copies none of the first 100 records" in refused.stdout, refused.stdout
+    plain = run_cli("offsets", "index-history", str(cfg), "--ignore-timestamps", timeout_s=300)
+    assert plain.returncode == 0, plain.stdout + plain.stderr[-3000:]
+    assert f"{remote}[0] offsets 0 to 99: 100 records mapped to source offsets 0 to 99 in 1 segments" in plain.stdout
+    flow = load_config(cfg).flow("A->B")
+    om = read_offset_map(FlowClients(flow).target_consumer, flow)
+    assert [om.translate(topic, 0, g).downstream_offset for g in range(100)] == list(range(100))

@@ -73,9 +73,21 @@ def translate(config: Path, source: str, target: str, group: str, as_json: bool)
     help="Only the I-th of every N partitions (0-based, in topic and partition order): N processes started "
     "with 0/N .. N-1/N share the work, one core each.",
 )
+@click.option(
+    "--ignore-timestamps",
+    is_flag=True,
+    help="Match records on key, value and headers only: for remote topics whose records carry the time they were "
+    "appended (message.timestamp.type=LogAppendTime), not the source's.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def index_history(
-    config: Path, flows: tuple[str, ...], mm2_offsets_topic: str, window: int | None, shard: str, as_json: bool
+    config: Path,
+    flows: tuple[str, ...],
+    mm2_offsets_topic: str,
+    window: int | None,
+    shard: str,
+    ignore_timestamps: bool,
+    as_json: bool,
 ) -> None:
     """Rebuild the exact offset map of what MirrorMaker 2 copied before sparkmirror took over (issue 28).
 
@@ -132,6 +144,7 @@ def index_history(
                     mm2_offsets_topic=mm2_offsets_topic,
                     window=window or DEFAULT_WINDOW,
                     shard=(i, n),
+                    timestamps=not ignore_timestamps,
                     progress=advance,
                     total=total,
                 )

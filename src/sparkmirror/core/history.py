@@ -327,7 +327,9 @@ class HistoryMatcher:
             f"source record expected was {self._expected_offset()}, and none of {searched} has the same key, "
             f"value, timestamp and headers. The two logs do not match there; nothing was guessed. A replay "
             f"reaching further back than the window ({self.window:,} source records) looks the same: rerun "
-            f"with a larger --window if MM2 may have gone back that far."
+            f"with a larger --window if MM2 may have gone back that far. A remote topic whose records carry the "
+            f"time they were appended (message.timestamp.type=LogAppendTime) looks the same at every record: "
+            f"--ignore-timestamps."
         )
 
     def _matched(self, i: int, r: int) -> None:
@@ -401,7 +403,9 @@ class HistoryMatcher:
                 raise HistoryMismatch(
                     f"{self._where(r)} copies none of the first {len(self._offs):,} records of "
                     f"{self.topic}[{self.partition}], which has lost no record to retention (it starts at offset "
-                    "0): the two logs do not match there; nothing was guessed"
+                    "0): the two logs do not match there; nothing was guessed. A remote topic whose records carry "
+                    "the time they were appended (message.timestamp.type=LogAppendTime) looks the same: "
+                    "--ignore-timestamps."
                 )
             # Copies of records the source no longer holds (it starts past offset 0)? Then a later remote
             # record copies one of the source's first records.

@@ -138,9 +138,17 @@ class _Counter:
 
 
 def _read(
-    consumer: Consumer, topic: str, partition: int, start: int, end: int, counter: _Counter, what: str
+    consumer: Consumer,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    counter: _Counter,
+    what: str,
+    timestamps: bool = True,
 ) -> Generator[tuple[int, bytes], None, None]:
-    """``(offset, digest)`` of the records of ``topic[partition]`` in [start, end), in big batches."""
+    """``(offset, digest)`` of the records of ``topic[partition]`` in [start, end), in big batches
+    (without their timestamps in the digest unless ``timestamps``)."""
     from confluent_kafka import KafkaError, TopicPartition
 
     if start >= end:
@@ -177,7 +185,7 @@ def _read(
                 nbytes += (len(key) if key else 0) + (len(value) if value else 0)
                 if isinstance(headers, dict):
                     headers = list(headers.items())
-                yield off, record_digest(key, value, msg.timestamp()[1], headers)
+                yield off, record_digest(key, value, msg.timestamp()[1] if timestamps else 0, headers)
                 if off == end - 1:
                     return  # the end, without waiting for the broker to say so
     finally:
@@ -220,6 +228,7 @@ class HistoryIndexer:
         window: int = DEFAULT_WINDOW,
         chunk: int = DEFAULT_CHUNK,
         shard: tuple[int, int] = (0, 1),
+        timestamps: bool = True,
     ) -> None:
         if not 0 <= shard[0] < shard[1]:
             raise ValueError(f"shard {shard[0]}/{shard[1]}: needs 0 <= I < N")
@@ -229,6 +238,8 @@ class HistoryIndexer:
         self.mm2_offsets_topic = offsets_topic(flow.source, mm2_offsets_topic.strip() or flow.mm2_offsets_topic)
         self.window = window
         self.chunk = chunk
+        #: False: records are matched on key, value and headers only (a remote topic with LogAppendTime).
+        self.timestamps = timestamps
         self.store = OffsetMapStore(self.clients)
 
     def plan(self) -> tuple[list[_Plan], list[PartitionHistory]]:
@@ -347,7 +358,14 @@ class HistoryIndexer:
         src_start = plan.source_start if plan.expected is None else max(plan.source_start, plan.expected - self.window)
         source_n, remote_n = _Counter(), _Counter()
         source = _read(
-            source_c, plan.source_topic, plan.partition, src_start, plan.source_end, source_n, "the source partition"
+            source_c,
+            plan.source_topic,
+            plan.partition,
+            src_start,
+            plan.source_end,
+            source_n,
+            "the source partition",
+            self.timestamps,
         )
         matcher = HistoryMatcher(
             source,
@@ -384,7 +402,14 @@ class HistoryIndexer:
         )
         try:
             for off, digest in _read(
-                remote_c, plan.remote_topic, plan.partition, plan.remote_from, plan.remote_to, remote_n, "the remote"
+                remote_c,
+                plan.remote_topic,
+                plan.partition,
+                plan.remote_from,
+                plan.remote_to,
+                remote_n,
+                "the remote",
+                self.timestamps,
             ):
                 closed = matcher.push(off, digest)
                 if closed:
@@ -467,12 +492,15 @@ def index_history(
     window: int = DEFAULT_WINDOW,
     chunk: int = DEFAULT_CHUNK,
     shard: tuple[int, int] = (0, 1),
+    timestamps: bool = True,
     progress: Callable[[str, int], None] | None = None,
     total: Callable[[int], None] | None = None,
 ) -> HistoryReport:
     """Index MirrorMaker 2's history of one flow (see the module's docstring); ``shard`` (I, N): only
     the I-th of every N of its partitions (in topic and partition order), so that N processes share it."""
-    indexer = HistoryIndexer(flow, mm2_offsets_topic=mm2_offsets_topic, window=window, chunk=chunk, shard=shard)
+    indexer = HistoryIndexer(
+        flow, mm2_offsets_topic=mm2_offsets_topic, window=window, chunk=chunk, shard=shard, timestamps=timestamps
+    )
     try:
         return indexer.run(progress, total)
     finally:

@@ -6,7 +6,8 @@ source offsets (Connect's offsets topic on B) and copies only what MM2 had not. 
 copies some more, ``sparkmirror handback mm2`` writes MM2's offsets from sparkmirror's progress, and
 MM2 started again copies only what sparkmirror had not; sparkmirror taking over once more adopts
 MM2's newer position. At every step B holds every source record exactly once, in source order: 0
-duplicates, 0 lost. At least once and exactly once (sparkmirror's side).
+duplicates, 0 lost. After each switch, ``offsets index-history`` maps what MM2 copied, and a group
+positioned there translates exactly. At least once and exactly once (sparkmirror's side).
 """
 
 from __future__ import annotations
@@ -161,6 +162,10 @@ def test_mm2_to_sparkmirror_and_back_copies_nothing_twice(
     assert "adopted MirrorMaker 2's position from Connect's offsets topic mm2-offsets.A.internal" in first.stderr
     _check_exactly_once_each(bootstraps["B"], remote, 2000)
 
+    # MM2's range translated exactly: index-history maps what MM2 copied, and the group at 400 (MM2's
+    # sparse offset syncs translated it to an earlier sync) translates to its next record on B.
+    _index_history(cfg, bootstraps, topic, group, 400, indexed=1000)
+
     # A restart adopts nothing again (MM2's position is behind sparkmirror's own now). The group moved
     # into what sparkmirror copied.
     _produce(bootstraps["A"], topic, 2000, 500)
@@ -194,3 +199,29 @@ def test_mm2_to_sparkmirror_and_back_copies_nothing_twice(
     assert last.returncode == 0, last.stdout + last.stderr[-4000:]
     assert "adopted MirrorMaker 2's position" in last.stderr
     _check_exactly_once_each(bootstraps["B"], remote, 3200)
+
+    # index-history again: MM2's second stint (after what sparkmirror's map already holds) is indexed.
+    commit_group(bootstraps["A"], group, {(topic, p): 2700 for p in range(PARTITIONS)})
+    _index_history(cfg, bootstraps, topic, group, 2700, indexed=500)
+
+
+def _index_history(
+    cfg: Path, bootstraps: dict[str, str], topic: str, group: str, position: int, *, indexed: int
+) -> None:
+    """``offsets index-history`` maps ``indexed`` records of MM2's a partition, and the group at ``position``
+    translates to the remote offset of its next record (the record itself checked on B)."""
+    remote = f"A.{topic}"
+    done = run_cli("offsets", "index-history", str(cfg), "--json", timeout_s=600)
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    parts = json.loads(done.stdout)[0]["partitions"]
+    assert [(p["status"], p["records"]) for p in parts] == [("indexed", indexed)] * PARTITIONS, parts
+    translated = run_cli(
+        "offsets", "translate", str(cfg), "--source", "A", "--target", "B", "--group", group, "--json", timeout_s=300
+    )
+    assert translated.returncode == 0, translated.stdout + translated.stderr[-4000:]
+    report = json.loads(translated.stdout)
+    for p in range(PARTITIONS):
+        at = {value: offset for offset, value in committed_log(bootstraps["B"], remote, p)}
+        row = next(r for r in report["partitions"] if r["partition"] == p)
+        assert (row["source_offset"], row["method"].lower()) == (position, "exact"), row
+        assert row["target_offset"] == at[f"{p}-{position}".encode()], row

@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING
 
 import click
 
+from sparkmirror.cli.flows import flows_option
+
 if TYPE_CHECKING:
     from sparkmirror.core.control import FlowControl
 
 _CONFIG = click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-_FLOWS = click.option(
-    "--flow", "flows", multiple=True, metavar="A->B", help="Only this flow (repeatable); default: every enabled flow."
-)
 _TOPICS = click.option(
     "--topics",
     default=None,
@@ -91,7 +90,7 @@ def _pattern(topics: str | None) -> str | None:
 
 @click.command()
 @_CONFIG
-@_FLOWS
+@flows_option
 @_TOPICS
 def pause(config: Path, flows: tuple[str, ...], topics: str | None) -> None:
     """Pause flows (or some of their topics): nothing is read until `resume`; the flow keeps its lease,
@@ -102,7 +101,7 @@ def pause(config: Path, flows: tuple[str, ...], topics: str | None) -> None:
 
 @click.command()
 @_CONFIG
-@_FLOWS
+@flows_option
 @_TOPICS
 def resume(config: Path, flows: tuple[str, ...], topics: str | None) -> None:
     """Resume paused flows (or the topics paused with exactly that --topics pattern), from where they stopped."""
@@ -119,7 +118,7 @@ def resume(config: Path, flows: tuple[str, ...], topics: str | None) -> None:
 
 @click.command()
 @_CONFIG
-@_FLOWS
+@flows_option
 @click.option(
     "--bytes-per-second",
     "rate",

@@ -6,8 +6,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import click
+
 if TYPE_CHECKING:
     from sparkmirror.config.model import FlowConfig, MirrorConfig
+
+
+#: ``--flow A->B`` (repeatable), for every command that acts on some of the file's flows.
+flows_option = click.option(
+    "--flow", "flows", multiple=True, metavar="A->B", help="Only this flow (repeatable); default: every enabled flow."
+)
+
+#: ``--mm2-offsets-topic``: Connect's offsets topic on the target where MirrorMaker 2 keeps its positions.
+mm2_offsets_topic_option = click.option(
+    "--mm2-offsets-topic",
+    default="",
+    metavar="TOPIC",
+    help="Connect's offsets topic on the target that holds MirrorMaker 2's positions (default: offset.storage.topic, "
+    "else MM2's dedicated-mode mm2-offsets.<source>.internal).",
+)
 
 
 def chosen_flows(cfg: MirrorConfig, config: Path, names: Sequence[str]) -> list[FlowConfig]:

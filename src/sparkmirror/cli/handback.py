@@ -13,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from sparkmirror.cli.flows import flows_option, mm2_offsets_topic_option
+
 
 @click.group()
 def handback() -> None:
@@ -21,16 +23,8 @@ def handback() -> None:
 
 @handback.command("mm2")
 @click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--flow", "flows", multiple=True, metavar="A->B", help="Only this flow (repeatable); default: every enabled flow."
-)
-@click.option(
-    "--mm2-offsets-topic",
-    default="",
-    metavar="TOPIC",
-    help="Connect's offsets topic on the target that MM2 reads (default: offset.storage.topic, else MM2's "
-    "dedicated-mode mm2-offsets.<source>.internal).",
-)
+@flows_option
+@mm2_offsets_topic_option
 def mm2(config: Path, flows: tuple[str, ...], mm2_offsets_topic: str) -> None:
     """Write MirrorMaker 2's committed offsets from sparkmirror's progress (stop sparkmirror first)."""
     from sparkmirror.cli.flows import chosen_flows

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from sparkmirror.cli.flows import flows_option, mm2_offsets_topic_option
 from sparkmirror.errors import ConfigError
 
 
@@ -49,16 +50,8 @@ def translate(config: Path, source: str, target: str, group: str, as_json: bool)
 
 @offsets.command("index-history")
 @click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--flow", "flows", multiple=True, metavar="A->B", help="Only this flow (repeatable); default: every enabled flow."
-)
-@click.option(
-    "--mm2-offsets-topic",
-    default="",
-    metavar="TOPIC",
-    help="Connect's offsets topic on the target that holds MM2's positions (default: offset.storage.topic, else "
-    "MM2's dedicated-mode mm2-offsets.<source>.internal).",
-)
+@flows_option
+@mm2_offsets_topic_option
 @click.option(
     "--window",
     type=click.IntRange(min=1),

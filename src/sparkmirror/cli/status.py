@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING
 
 import click
 
+from sparkmirror.cli.flows import flows_option
+
 if TYPE_CHECKING:
     from sparkmirror.status.reader import FlowReport
 
 
 @click.command()
 @click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--flow", "flows", multiple=True, metavar="A->B", help="Only this flow (repeatable); default: every enabled flow."
-)
+@flows_option
 @click.option("--json", "as_json", is_flag=True, help="Print the same facts as JSON.")
 @click.option(
     "--max-lag", type=click.IntRange(min=0), default=None, help="Exit 8 when a partition lags by more records."

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TypeVar
 
 from sparkmirror.core.exceptions import FormatError
+from sparkmirror.core.formats import json_record
 
 #: The compacted topic on each target cluster holding the operator's last word for each flow into it.
 CONTROL_TOPIC = "sparkmirror-control.internal"
@@ -77,14 +78,7 @@ class FlowControl:
 
     @classmethod
     def decode(cls, key: bytes, value: bytes) -> FlowControl:
-        try:
-            data = json.loads(value.decode())
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise FormatError(f"FlowControl value of {key!r}: not UTF-8 JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise FormatError(f"FlowControl value of {key!r}: not a JSON object")
-        if data.get("version") != cls.VERSION:
-            raise FormatError(f"FlowControl value of {key!r}: unknown version {data.get('version')!r}")
+        data = json_record("FlowControl", key, value, cls.VERSION)
         try:
             rate = data.get("bytes_per_second")
             topics = data.get("paused_topics") or []

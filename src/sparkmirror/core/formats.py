@@ -58,7 +58,7 @@ import struct
 import sys
 from array import array
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from sparkmirror.core.exceptions import FormatError
 
@@ -398,6 +398,22 @@ class OffsetSegment:
         if _i(count) < 1:
             raise FormatError(f"OffsetSegment {topic}[{partition}] upstream_start={key_start}: count={count} < 1")
         return cls(topic, partition, key_start, _i(downstream_start), _i(count), _i(written_at_ms))
+
+
+def json_record(kind: str, key: bytes, value: bytes, version: int) -> dict[str, Any]:
+    """The JSON object of one of sparkmirror's own JSON records (status, flow control): UTF-8, an
+    object, ``version`` as expected; else :class:`FormatError` naming the record type and its key."""
+    import json
+
+    try:
+        data = json.loads(value.decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FormatError(f"{kind} value of {key!r}: not UTF-8 JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise FormatError(f"{kind} value of {key!r}: not a JSON object")
+    if data.get("version") != version:
+        raise FormatError(f"{kind} value of {key!r}: unknown version {data.get('version')!r}")
+    return data
 
 
 def decode_offset_map_key(key: bytes | None) -> tuple[int, str, int, int]:

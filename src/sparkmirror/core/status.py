@@ -20,6 +20,7 @@ from enum import IntEnum
 from typing import Literal
 
 from sparkmirror.core.exceptions import FormatError
+from sparkmirror.core.formats import json_record
 
 #: The compacted topic on each target cluster holding the last status of each flow into it.
 STATUS_TOPIC = "sparkmirror-status.internal"
@@ -78,14 +79,7 @@ class FlowStatus:
 
     @classmethod
     def decode(cls, key: bytes, value: bytes) -> FlowStatus:
-        try:
-            data = json.loads(value.decode())
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise FormatError(f"FlowStatus value of {key!r}: not UTF-8 JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise FormatError(f"FlowStatus value of {key!r}: not a JSON object")
-        if data.get("version") != cls.VERSION:
-            raise FormatError(f"FlowStatus value of {key!r}: unknown version {data.get('version')!r}")
+        data = json_record("FlowStatus", key, value, cls.VERSION)
         try:
             status = cls(
                 flow=str(data["flow"]),

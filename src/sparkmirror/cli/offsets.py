@@ -72,6 +72,13 @@ def translate(config: Path, source: str, target: str, group: str, as_json: bool)
     help="Match records on key, value and headers only: for remote topics whose records carry the time they were "
     "appended (message.timestamp.type=LogAppendTime), not the source's.",
 )
+@click.option(
+    "--source-isolation",
+    type=click.Choice(["read_uncommitted", "read_committed"]),
+    default=None,
+    help="How MirrorMaker 2 read the source (default: the file's source consumer isolation.level, else Kafka's "
+    "read_uncommitted): with read_committed it copied no aborted record, and neither must be looked for.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def index_history(
     config: Path,
@@ -80,6 +87,7 @@ def index_history(
     window: int | None,
     shard: str,
     ignore_timestamps: bool,
+    source_isolation: str | None,
     as_json: bool,
 ) -> None:
     """Rebuild the exact offset map of what MirrorMaker 2 copied before sparkmirror took over (issue 28).
@@ -138,6 +146,7 @@ def index_history(
                     window=window or DEFAULT_WINDOW,
                     shard=(i, n),
                     timestamps=not ignore_timestamps,
+                    source_isolation=source_isolation,
                     progress=advance,
                     total=total,
                 )

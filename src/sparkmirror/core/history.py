@@ -186,6 +186,8 @@ class HistoryMatcher:
         # Aligned, and no candidates followed: the per-record fast path of :meth:`push` applies.
         self._fast = False
         self._out: list[Segment] = []
+        #: Per ring record: 1 once a remote record was matched to it (a replay goes back only to those).
+        self._was = bytearray()
         # Ambiguity: candidate ring indexes and the remote records held while they are followed.
         self._candidates: list[int] = []
         self._held: list[tuple[int, bytes]] = []
@@ -205,6 +207,7 @@ class HistoryMatcher:
             return False
         self._offs.append(off)
         self._digs += dig
+        self._was.append(0)
         return True
 
     def _dig(self, i: int) -> bytes:
@@ -229,6 +232,7 @@ class HistoryMatcher:
         if self._base >= max(self.window, 4096):
             del self._offs[: self._base]
             del self._digs[: self._base * DIGEST_SIZE]
+            del self._was[: self._base]
             self._pos -= self._base
             self._dropped += self._base
             self._base = 0
@@ -260,6 +264,7 @@ class HistoryMatcher:
                 u = self._offs[pos]
                 if u == self._ru + n and remote_offset == self._rd + n and n < self.max_run and u < self._upto:
                     self._rn = n + 1
+                    self._was[pos] = 1
                     self._pos = pos + 1
                     if pos + 1 - self._base > self.window:
                         self._trim()
@@ -275,9 +280,19 @@ class HistoryMatcher:
         return out
 
     def finish(self) -> list[Segment]:
-        """The remote partition ended: the open run, closed. Refuses if candidates are still open."""
+        """The remote partition ended: the open run, closed. Refuses if candidates are still open, or if no
+        remote record matched a source record at all (every one counted as a copy of a record the source
+        lost: nothing shows the two logs are the same)."""
         if self._candidates:
             self._refuse_ambiguous("the remote partition ends before the records after it tell them apart")
+        if not self._aligned and self.stats.gone:
+            raise HistoryMismatch(
+                f"{self.remote_topic}[{self.partition}] offsets {self._gone_from} on: none of its "
+                f"{self.stats.gone:,} records copies one of the records {self.topic}[{self.partition}] holds, and "
+                "nothing shows they copy records retention removed from it: the logs do not match; nothing was "
+                "guessed. A remote topic whose records carry the time they were appended "
+                "(message.timestamp.type=LogAppendTime) looks the same: --ignore-timestamps."
+            )
         self._close()
         out, self._out = self._out, []
         return out
@@ -301,7 +316,16 @@ class HistoryMatcher:
 
     def _resolve(self, r: int, dig: bytes) -> None:
         """The next source record is not the copy: a replay (behind), or records the remote lacks (ahead)."""
-        behind = self._find(dig, self._base, self._pos)
+        # A replay copies records MM2 had copied before: a record behind that no remote record matched yet
+        # (passed over as one the remote lacks) copied now would be out of order, which the map cannot say.
+        found_behind = self._find(dig, self._base, self._pos)
+        behind = [i for i in found_behind if self._was[i]]
+        if found_behind and not behind:
+            raise HistoryMismatch(
+                f"{self._where(r)} copies {self.topic}[{self.partition}] offset {self._offs[found_behind[-1]]}, "
+                f"which the remote passed over before (it holds copies of later records before this one): the "
+                f"remote's order is not the source's there, which an offset map cannot represent; nothing was guessed"
+            )
         if len(behind) == 1:
             self._matched(behind[0], r)
             return
@@ -315,8 +339,17 @@ class HistoryMatcher:
             if i == len(self._offs) and not self._pull():
                 break
             if self._digs[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE] == dig:
+                self._check_passed_over(start, i, r)
                 self.stats.source_skipped += i - start
-                self._matched(i, r)
+                # Records the remote lacks were passed over: an identical record further on may be the
+                # one copied (the remote lacks this one too), so the records after it decide, or nothing.
+                while len(self._offs) < i + 1 + AMBIGUITY_LOOKAHEAD and self._pull():
+                    pass
+                same = [i, *self._find(dig, i + 1, min(len(self._offs), i + 1 + AMBIGUITY_LOOKAHEAD))]
+                if len(same) > 1:
+                    self._follow_from(same, r, dig)
+                else:
+                    self._matched(i, r)
                 return
             i += 1
         lo = self._offs[self._base] if self._base < len(self._offs) else None
@@ -332,8 +365,28 @@ class HistoryMatcher:
             f"--ignore-timestamps."
         )
 
+    def _check_passed_over(self, start: int, i: int, r: int) -> None:
+        """Records ``start``..``i - 1`` are passed over as ones the remote lacks. If one of them is identical
+        to a record matched just before, the remote's copy may have been of either (a transaction's
+        records aborted then written again, a producer's retry): which one MM2 copied is not known, so
+        nothing is guessed. Looked at over the last :data:`AMBIGUITY_LOOKAHEAD` records matched."""
+        lo = max(self._base, start - AMBIGUITY_LOOKAHEAD)
+        matched = {self._dig(j) for j in range(lo, start) if self._was[j]}
+        twins = [k for k in range(start, i) if self._dig(k) in matched]
+        if twins:
+            k = twins[0]
+            raise HistoryAmbiguous(
+                f"{self._where(r)}: to match it, {self.topic}[{self.partition}] offsets {self._offs[start]} to "
+                f"{self._offs[i - 1]} are passed over as records the remote lacks, but offset {self._offs[k]} is "
+                f"identical (key, value, timestamp and headers) to a record matched just before it: the remote's "
+                f"earlier copy may be of either (a transaction aborted and written again, a producer's retry), so "
+                "nothing was guessed. If MirrorMaker 2 read the source read_committed, so must index-history "
+                "(source.consumer.isolation.level = read_committed in the file, or --source-isolation)"
+            )
+
     def _matched(self, i: int, r: int) -> None:
         u = self._offs[i]
+        self._was[i] = 1
         self._pos = i + 1
         n = self._rn
         if u >= self._upto:
@@ -378,6 +431,8 @@ class HistoryMatcher:
                 pass
             self._pos = next((i for i, o in enumerate(self._offs) if o >= self._resume), len(self._offs))
             self._matched_upto = self._resume - 1
+            for i in range(self._pos):  # an earlier run mapped them (a replay may go back to them)
+                self._was[i] = 1
             self._base = max(0, self._pos - self.window)
             self._aligned = True
             self._match_next(r, dig)

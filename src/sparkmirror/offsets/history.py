@@ -25,8 +25,15 @@ partition is skipped. A run is closed into a segment every ``chunk`` records and
 durable as they close, so an interrupted run loses at most that much work.
 
 Reads: the remote partition ``read_committed`` (aborted records are no records: MM2 with exactly-once
-writes in transactions), the source ``read_uncommitted`` (MM2's consumer reads so by default and copies
-aborted records; when it did not, they are source records the remote lacks, passed over).
+writes in transactions; a transaction still open stops the partition with an error, never a short
+read), the source as MM2's consumer read it: its ``isolation.level`` in the file, else Kafka's
+``read_uncommitted`` (MM2 then copies aborted records too), ``--source-isolation`` to say otherwise.
+Where identical records make the copy's original uncertain (an aborted transaction written again, a
+producer's retry) the matcher refuses rather than guess (``core.history``).
+
+Not yet: the stop point is MM2's position read now from Connect's offsets topic. After a hand-back
+and a second take-over, or with an MM2 that was not stopped, that is not where sparkmirror's own
+copies begin; index-history is meant to run after the first take-over, with MM2 stopped.
 
 It never writes anything but offset-map segments, and never prints a secret.
 """
@@ -175,7 +182,16 @@ def _read(
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        return  # read_committed: the last stable offset; read_uncommitted: the end
+                        # read_committed stops at the last stable offset: below ``end``, a transaction is
+                        # open there, and what follows it cannot be read (nor matched) yet.
+                        (tp,) = consumer.position([TopicPartition(topic, partition)])
+                        if tp.offset is not None and 0 <= tp.offset < end:
+                            raise HistoryReadError(
+                                f"{topic}[{partition}] ({what}): readable only up to offset {tp.offset}, not to "
+                                f"{end}: a transaction is still open there (is MirrorMaker 2 still running?); "
+                                "rerun once it is committed or aborted"
+                            )
+                        return
                     raise HistoryReadError(f"{topic}[{partition}] ({what}): {err.str()}")
                 off = msg.offset()
                 if off is None or off >= end:
@@ -229,6 +245,7 @@ class HistoryIndexer:
         chunk: int = DEFAULT_CHUNK,
         shard: tuple[int, int] = (0, 1),
         timestamps: bool = True,
+        source_isolation: str | None = None,
     ) -> None:
         if not 0 <= shard[0] < shard[1]:
             raise ValueError(f"shard {shard[0]}/{shard[1]}: needs 0 <= I < N")
@@ -240,6 +257,11 @@ class HistoryIndexer:
         self.chunk = chunk
         #: False: records are matched on key, value and headers only (a remote topic with LogAppendTime).
         self.timestamps = timestamps
+        #: How the source is read: as MirrorMaker 2's consumer read it (its isolation.level in the file,
+        #: the Kafka consumer's default read_uncommitted), so that aborted records count as MM2 counted them.
+        self.source_isolation = source_isolation or str(
+            flow.source_consumer_props().get("isolation.level", "read_uncommitted")
+        )
         self.store = OffsetMapStore(self.clients)
 
     def plan(self) -> tuple[list[_Plan], list[PartitionHistory]]:
@@ -334,7 +356,7 @@ class HistoryIndexer:
         if plans:
             self.store.ensure_topic()  # made by the flow's first start; not there if it ran elsewhere
             remote_c = _consumer(self.clients.target_consumer, "read_committed")
-            source_c = _consumer(self.clients.source_consumer, "read_uncommitted")
+            source_c = _consumer(self.clients.source_consumer, self.source_isolation)
             try:
                 for plan in plans:
                     report.partitions.append(self._index(plan, remote_c, source_c, progress))
@@ -493,13 +515,20 @@ def index_history(
     chunk: int = DEFAULT_CHUNK,
     shard: tuple[int, int] = (0, 1),
     timestamps: bool = True,
+    source_isolation: str | None = None,
     progress: Callable[[str, int], None] | None = None,
     total: Callable[[int], None] | None = None,
 ) -> HistoryReport:
     """Index MirrorMaker 2's history of one flow (see the module's docstring); ``shard`` (I, N): only
     the I-th of every N of its partitions (in topic and partition order), so that N processes share it."""
     indexer = HistoryIndexer(
-        flow, mm2_offsets_topic=mm2_offsets_topic, window=window, chunk=chunk, shard=shard, timestamps=timestamps
+        flow,
+        mm2_offsets_topic=mm2_offsets_topic,
+        window=window,
+        chunk=chunk,
+        shard=shard,
+        timestamps=timestamps,
+        source_isolation=source_isolation,
     )
     try:
         return indexer.run(progress, total)

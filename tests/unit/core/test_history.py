@@ -326,3 +326,40 @@ def test_reverse_translation_over_history_loses_no_record(seed: int, n: int) -> 
         assert u is not None
         if unread:
             assert u <= min(unread), (x, u, min(unread))
+
+
+def _records(contents: dict[int, str]) -> list[tuple[int, bytes]]:
+    return [(o, dig(c)) for o, c in sorted(contents.items())]
+
+
+def test_a_transaction_aborted_then_written_again_is_refused_not_mapped_to_the_aborted_copy() -> None:
+    """The source read read_uncommitted holds an aborted A B C and the same A B C committed after it; an
+    MM2 that read read_committed copied only the second: which the remote's copies are of is not known."""
+    source = _records({0: "p", 1: "q", 2: "A", 3: "B", 4: "C", 6: "A", 7: "B", 8: "C", 10: "D", 11: "E"})
+    remote = [(d, dig(c)) for d, c in enumerate(["p", "q", "A", "B", "C", "D", "E"])]
+    with pytest.raises(HistoryAmbiguous, match="offset 6 is identical"):
+        match(source, remote)
+    # read as MM2 read it (read_committed: no aborted record), it maps exactly
+    committed = _records({0: "p", 1: "q", 6: "A", 7: "B", 8: "C", 10: "D", 11: "E"})
+    segments, _ = match(committed, remote)
+    om = loaded(segments)
+    assert [om.translate(T, 0, g).downstream_offset for g in (6, 7, 8, 10)] == [2, 3, 4, 5]
+
+
+def test_a_duplicate_whose_first_copy_the_remote_lacks_is_refused() -> None:
+    # a producer's retry wrote k=V twice on the source; a compacted remote kept only the later copy
+    source = _records({0: "x", 1: "kV", 2: "kV", 3: "z"})
+    with pytest.raises(HistoryAmbiguous):
+        match(source, [(0, dig("x")), (1, dig("kV")), (2, dig("z"))])
+
+
+def test_a_remote_out_of_the_sources_order_is_refused() -> None:
+    source = source_of(range(10))
+    with pytest.raises(HistoryMismatch, match="passed over before"):
+        match(source, remote_of([0, 1, 2, 3, 4, 5, 7, 6, 8, 9]))
+
+
+def test_a_remote_that_matches_nothing_is_refused_even_when_the_source_lost_records() -> None:
+    source = source_of(range(50, 200))  # retention removed 0..49
+    with pytest.raises(HistoryMismatch, match="none of its 150 records copies"):
+        match(source, remote_of([f"other{i}" for i in range(150)]))

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING
 
 from sparkmirror.core.naming import is_own_group
 from sparkmirror.kafka.flowclients import FlowClients
-from sparkmirror.kafka.groups import committed_offsets
 from sparkmirror.kafka.retry import retry_kafka
 from sparkmirror.offsets.store import OffsetMapStore
 
@@ -219,31 +218,43 @@ class TopicDeletions:
 
 def groups_reading(clients: FlowClients, remote: str) -> list[str]:
     """Consumer groups on the target with a committed offset on ``remote`` or a member assigned to it
-    (sparkmirror's own groups aside)."""
+    (sparkmirror's own groups aside). Every group's description and offsets are asked for at once (a
+    target shared with many applications has hundreds of groups); a group that does not answer counts
+    as a reader: never guess."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
+
     admin = clients.target_admin
     listed = retry_kafka(lambda: admin.list_consumer_groups(request_timeout=30).result(), what="list groups")
-    if listed.errors:  # a broker that did not answer may know groups that read it: never guess
+    if listed.errors:  # a broker that did not answer may know groups that read it
         return [f"(groups not listed: {listed.errors[0]})"]
     names = sorted(g.group_id for g in listed.valid if not is_own_group(g.group_id))
     if not names:
         return []
-    md = retry_kafka(lambda: admin.list_topics(remote, timeout=30), what=f"describe {remote}")
-    tmd = md.topics.get(remote)
-    partitions = [(remote, p) for p in sorted(tmd.partitions)] if tmd is not None and tmd.error is None else []
+    described = retry_kafka(
+        lambda: admin.describe_topics(TopicCollection([remote]), request_timeout=30), what=f"describe {remote}"
+    )
+    try:
+        partitions = [TopicPartition(remote, p.id) for p in described[remote].result(timeout=60).partitions]
+    except Exception:  # noqa: BLE001 - gone already: no group can read it
+        return []
+    groups = admin.describe_consumer_groups(names, request_timeout=30)
+    offsets = {
+        g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g, partitions)], request_timeout=30)[g]
+        for g in names
+    }
     readers = []
-    described = admin.describe_consumer_groups(names, request_timeout=30)
     for group in names:
-        assigned = False
         try:
-            desc = described[group].result(timeout=60)
+            desc = groups[group].result(timeout=60)
             assigned = any(
                 tp.topic == remote for m in desc.members if m.assignment for tp in m.assignment.topic_partitions
             )
-        except Exception as exc:  # noqa: BLE001 - a group not described counts as a reader: never guess
-            log.info(
-                "flow=%s group %s not described (%s): counted as reading %s", clients.flow.name, group, exc, remote
+            committed = any(
+                tp.error is None and tp.offset >= 0 for tp in offsets[group].result(timeout=60).topic_partitions or []
             )
-            assigned = True
-        if assigned or (partitions and committed_offsets(clients.target_consumer, group, partitions)):
+        except Exception as exc:  # noqa: BLE001 - a group that does not answer counts as a reader
+            log.info("flow=%s group %s not described (%s): counted as a reader", clients.flow.name, group, exc)
+            assigned, committed = True, True
+        if assigned or committed:
             readers.append(group)
     return readers

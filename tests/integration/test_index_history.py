@@ -37,12 +37,13 @@ def _delete_below(bootstrap: str, topic: str, partition: int, offset: int) -> No
         fut.result()
 
 
-def _ensure_mm2_offsets_topic(bootstrap: str) -> None:
-    """MM2's offsets topic on B (shared by the tests of the session: its keys name the topic)."""
-    from confluent_kafka.admin import AdminClient
-
-    if "mm2-offsets.A.internal" not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics:
-        create_topics(bootstrap, {"mm2-offsets.A.internal": 1})
+def _mm2_offsets_topic(bootstrap: str) -> str:
+    """A Connect offsets topic on B of this test's own (``offset.storage.topic``), compacted as Connect
+    requires: MM2's default one is left to the tests that run MM2 on the session's clusters (a worker
+    refuses to start on an offsets topic that is not compacted)."""
+    name = unique("mm2-offsets")
+    create_topics(bootstrap, {name: 1}, {"cleanup.policy": "compact"})
+    return name
 
 
 def test_index_history_maps_mm2s_copies_exactly_resumes_and_refuses_what_does_not_match(
@@ -69,8 +70,7 @@ def test_index_history_maps_mm2s_copies_exactly_resumes_and_refuses_what_does_no
     produce(b, remote, 2, src[2])
     _delete_below(a, topic, 2, 40)
 
-    mm2_topic = "mm2-offsets.A.internal"
-    _ensure_mm2_offsets_topic(b)
+    mm2_topic = _mm2_offsets_topic(b)
     produce(
         b,
         mm2_topic,
@@ -78,7 +78,13 @@ def test_index_history_maps_mm2s_copies_exactly_resumes_and_refuses_what_does_no
         [Rec(k, v, (), 0) for k, v in handback_records({(topic, 0): 300, (topic, 1): 150, (topic, 2): 150}, "A", {})],
     )
     commit_group(b, progress_group("A", "B"), {(remote, 0): 310, (remote, 1): 150, (remote, 2): 150})
-    cfg = write_config(tmp_path / "mm2.properties", a, b, checkpoints=tmp_path / "cp", extra=f"A->B.topics = {topic}\n")
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        a,
+        b,
+        checkpoints=tmp_path / "cp",
+        extra=f"A->B.topics = {topic}\noffset.storage.topic = {mm2_topic}\n",
+    )
     flow = load_config(cfg).flow("A->B")
     store = OffsetMapStore(FlowClients(flow))
     store.ensure_topic()
@@ -150,14 +156,20 @@ def test_index_history_while_the_flow_runs_leaves_its_map_exact_and_a_restart_lo
     copies = {0: [*range(200), *range(100, 200)], 1: list(range(200))}
     for p in range(2):
         produce(b, remote, p, [src[p][u] for u in copies[p]])
-    _ensure_mm2_offsets_topic(b)
+    mm2_topic = _mm2_offsets_topic(b)
     produce(
         b,
-        "mm2-offsets.A.internal",
+        mm2_topic,
         0,
         [Rec(k, v, (), 0) for k, v in handback_records({(topic, 0): 200, (topic, 1): 200}, "A", {})],
     )
-    cfg = write_config(tmp_path / "mm2.properties", a, b, checkpoints=tmp_path / "cp", extra=f"A->B.topics = {topic}\n")
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        a,
+        b,
+        checkpoints=tmp_path / "cp",
+        extra=f"A->B.topics = {topic}\noffset.storage.topic = {mm2_topic}\n",
+    )
     mm2_end = {p: len(copies[p]) for p in range(2)}
 
     def copied(n: int) -> bool:
@@ -215,10 +227,16 @@ def test_a_remote_topic_with_log_append_time_is_refused_then_indexed_without_tim
     src = varied_records(0, 100)
     produce(a, topic, 0, src)
     produce(b, remote, 0, src)  # B stamps each record with the time it appended it
-    _ensure_mm2_offsets_topic(b)
-    produce(b, "mm2-offsets.A.internal", 0, [Rec(k, v, (), 0) for k, v in handback_records({(topic, 0): 100}, "A", {})])
+    mm2_topic = _mm2_offsets_topic(b)
+    produce(b, mm2_topic, 0, [Rec(k, v, (), 0) for k, v in handback_records({(topic, 0): 100}, "A", {})])
     commit_group(b, progress_group("A", "B"), {(remote, 0): 100})
-    cfg = write_config(tmp_path / "mm2.properties", a, b, checkpoints=tmp_path / "cp", extra=f"A->B.topics = {topic}\n")
+    cfg = write_config(
+        tmp_path / "mm2.properties",
+        a,
+        b,
+        checkpoints=tmp_path / "cp",
+        extra=f"A->B.topics = {topic}\noffset.storage.topic = {mm2_topic}\n",
+    )
 
     refused = run_cli("offsets", "index-history", str(cfg), timeout_s=300)
     assert refused.returncode == 1, refused.stdout + refused.stderr[-3000:]

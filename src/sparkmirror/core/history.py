@@ -442,12 +442,7 @@ class HistoryMatcher:
                 pass
             found = self._find(dig, 0, len(self._offs))
             if found:
-                self._aligned = True
-                self.stats.source_skipped += found[0]
-                if len(found) == 1:
-                    self._matched(found[0], r)
-                else:
-                    self._follow_from(found, r, dig)
+                self._align_at(found, r, dig)
                 return
             if not self._offs:
                 raise HistoryMismatch(
@@ -468,14 +463,8 @@ class HistoryMatcher:
             self._first_source = {self._dig(i) for i in range(min(len(self._offs), AMBIGUITY_LOOKAHEAD))}
         assert self._first_source is not None
         if dig in self._first_source:
-            found = self._find(dig, 0, min(len(self._offs), AMBIGUITY_LOOKAHEAD))
-            self._aligned = True
             self._first_source = None
-            self.stats.source_skipped += found[0]
-            if len(found) == 1:
-                self._matched(found[0], r)
-            else:
-                self._follow_from(found, r, dig)
+            self._align_at(self._find(dig, 0, min(len(self._offs), AMBIGUITY_LOOKAHEAD)), r, dig)
             return
         self.stats.gone += 1
         if self.stats.gone > self.window:
@@ -485,6 +474,16 @@ class HistoryMatcher:
                 f"{self._offs[0]}), and {self._where(self._gone_from)} copies none of them either: the logs "
                 f"do not overlap within the window ({self.window:,} records); nothing was guessed"
             )
+
+    def _align_at(self, found: list[int], r: int, dig: bytes) -> None:
+        """The logs begin to match: remote record ``r`` copies the first of ``found`` (ring indexes),
+        or one of them that the records after it tell apart; the source records before it are passed over."""
+        self._aligned = True
+        self.stats.source_skipped += found[0]
+        if len(found) == 1:
+            self._matched(found[0], r)
+        else:
+            self._follow_from(found, r, dig)
 
     # -- records identical in all four fields -----------------------------------------------------
 

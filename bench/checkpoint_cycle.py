@@ -182,7 +182,6 @@ def main() -> int:
         props.write_text(
             f"clusters = A, B\nA.bootstrap.servers = {args.source}\nB.bootstrap.servers = {args.target}\n"
             f"A->B.enabled = true\nreplication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
-            f"sparkmirror.checkpoint.location = {tmp}/cp\n"
         )
         flow = load_config(props).flows[0]
     clients = FlowClients(flow)

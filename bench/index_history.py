@@ -117,7 +117,6 @@ def main() -> None:
             f"clusters = A, B\nA.bootstrap.servers = {a}\nB.bootstrap.servers = {b}\nA->B.enabled = true\n"
             f"A->B.topics = {TOPIC}\nreplication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
             f"checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
-            f"sparkmirror.checkpoint.location = {work / 'cp'}\n"
         )
         subprocess.run(["sync"], check=False)
         time.sleep(10)  # let the written pages settle

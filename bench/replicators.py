@@ -263,7 +263,6 @@ class Sparkmirror(Replicator):
             "offset-syncs.topic.replication.factor": "1",
             "emit.checkpoints.interval.seconds": str(c.checkpoint_interval_s),
             "sparkmirror.exactly.once": "true" if self.exactly_once else "false",
-            "sparkmirror.checkpoint.location": str(run_dir / f"spark-checkpoints-{label(topic)}"),
             "sparkmirror.progress.interval.seconds": "5",
             **{f"{TARGET}.producer.{k}": v for k, v in c.producer().items()},
             **c.sparkmirror_extra,

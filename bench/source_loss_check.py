@@ -1,8 +1,8 @@
-"""What the source-loss check costs per micro-batch: one ListOffsets (earliest) request for every
-partition of the batch, made on the driver before the batch is copied (``BatchHandler._check_source_loss``).
+"""What the source-loss check costs per start of a flow's copy: one ListOffsets (earliest) request for every
+partition, made on the driver before a flow's copy tasks start (``CopyRecorder.check_source_loss``).
 
 Starts one local cluster (its own directory and ports), creates a topic per ``--partitions`` value
-(one record per partition, so every partition has a log start), then calls the batch handler's
+(one record per partition, so every partition has a log start), then calls the recorder's
 check itself ``--rounds`` times per size, with ranges that start at the log start (no loss: the
 common case, the whole cost is the request). Writes ``bench/results/<date>-source-loss-check.json``
 and prints a table.
@@ -20,7 +20,6 @@ import platform
 import shutil
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,20 +30,18 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sparkmirror.core.ranges import SourceRange
 from sparkmirror.devcluster.cluster import DevClusters
-from sparkmirror.pipeline.driver.batch import BatchHandler
+from sparkmirror.pipeline.driver.recorder import CopyRecorder
 
 
-def handler(admin: AdminClient, topic: str) -> BatchHandler:
-    """The batch handler with only what its source-loss check uses."""
-    h = BatchHandler.__new__(BatchHandler)
+def handler(admin: AdminClient, topic: str) -> CopyRecorder:
+    """The recorder with only what its source-loss check uses."""
+    h = CopyRecorder.__new__(CopyRecorder)
     h.flow = SimpleNamespace(name="A->B", spark=SimpleNamespace(source_loss="report"))  # type: ignore[assignment]
     h.clients = SimpleNamespace(source_admin=admin)  # type: ignore[assignment]
     h.subscribed = {topic: 0}
-    h.next_offset = {}
     h._reported = set()
     h.progress = SimpleNamespace(add_loss=lambda loss: None)  # type: ignore[assignment]
     h.metrics = None
-    h.stop = threading.Event()
     return h
 
 
@@ -70,12 +67,11 @@ def main() -> None:
             assert p.flush(60) == 0
             h = handler(admin, topic)
             ranges = [SourceRange(topic, part, 0, 1) for part in range(n)]
-            plan = SimpleNamespace(exactly_once=False)
-            h._check_source_loss(ranges, plan)  # warm: metadata and connections
+            h.check_source_loss(ranges)  # warm: metadata and connections
             samples = []
             for _ in range(args.rounds):
                 t0 = time.perf_counter()
-                h._check_source_loss(ranges, plan)  # type: ignore[arg-type]
+                h.check_source_loss(ranges)
                 samples.append((time.perf_counter() - t0) * 1000)
             xs = sorted(samples)
             results[str(n)] = {

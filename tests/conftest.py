@@ -60,11 +60,6 @@ def spark() -> Iterator[object]:
     session.stop()
 
 
-@pytest.fixture
-def checkpoints(tmp_path: Path) -> Path:
-    return tmp_path / "checkpoints"
-
-
 _TIERS = ("unit", "integration", "e2e")
 
 _SESSION_START = time.monotonic()

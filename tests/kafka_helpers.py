@@ -216,13 +216,7 @@ def wait_for(predicate: Any, *, timeout_s: float, what: str, interval_s: float =
         time.sleep(interval_s)
 
 
-def engine_line() -> str:
-    """``sparkmirror.engine = …`` from $SPARKMIRROR_TEST_ENGINE (the whole suite on either engine), else nothing."""
-    engine = os.environ.get("SPARKMIRROR_TEST_ENGINE", "")
-    return f"sparkmirror.engine = {engine}" if engine else ""
-
-
-def write_config(path: Path, source: str, target: str, *, checkpoints: Path, extra: str = "") -> Path:
+def write_config(path: Path, source: str, target: str, *, extra: str = "") -> Path:
     path.write_text(
         f"""clusters = A, B
 A.bootstrap.servers = {source}
@@ -237,10 +231,7 @@ emit.checkpoints.interval.seconds = 2
 # count records keep them out, the heartbeat test turns them back on.
 emit.heartbeats.enabled = false
 heartbeats.replication.enabled = false
-sparkmirror.checkpoint.location = {checkpoints}
-sparkmirror.trigger.interval.ms = 500
 sparkmirror.progress.interval.seconds = 2
-{engine_line()}
 {extra}
 """
     )

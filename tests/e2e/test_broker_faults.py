@@ -176,7 +176,7 @@ def test_target_broker_killed_and_restarted_mid_stream_loses_nothing(
     remote = f"A.{topic}"
     create_topics(bootstraps["A"], {topic: PARTITIONS})
     cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], target, checkpoints=tmp_path / "ckpt",
+        tmp_path / "mm2.properties", bootstraps["A"], target,
         extra=(
             f"A->B.topics = {topic}\nreplication.factor = 3\ncheckpoints.topic.replication.factor = 3\n"
             "offset-syncs.topic.replication.factor = 3\noffset-syncs.topic.location = target\n"
@@ -227,7 +227,7 @@ def test_whole_target_down_30s_mid_stream_loses_nothing(
     remote = f"A.{topic}"
     create_topics(bootstraps["A"], {topic: PARTITIONS})
     cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], target, checkpoints=tmp_path / "ckpt",
+        tmp_path / "mm2.properties", bootstraps["A"], target,
         extra=(
             f"A->B.topics = {topic}\nreplication.factor = 3\ncheckpoints.topic.replication.factor = 3\n"
             "offset-syncs.topic.replication.factor = 3\noffset-syncs.topic.location = target\n"
@@ -264,7 +264,7 @@ def test_source_broker_killed_mid_stream_exactly_once_loses_and_duplicates_nothi
     remote = f"A.{topic}"
     create_topics(source, {topic: PARTITIONS})
     cfg = write_config(
-        tmp_path / "mm2.properties", source, bootstraps["B"], checkpoints=tmp_path / "ckpt",
+        tmp_path / "mm2.properties", source, bootstraps["B"],
         extra=f"A->B.topics = {topic}\nsparkmirror.exactly.once = true\n",
     )  # fmt: skip
     mirror = Mirror(load_config(cfg))

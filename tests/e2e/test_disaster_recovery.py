@@ -172,7 +172,6 @@ def test_disaster_recovery_failover_then_failback(dr, tmp_path: Path) -> None:
         tmp_path / "mm2.properties",
         boots["A"],
         boots["B"],
-        checkpoints=tmp_path / "checkpoints",
         extra=f"A->B.topics = {PLAIN}, {COMPACT}, {TXN}\n",
     )
     log_path = tmp_path / "run.log"
@@ -231,7 +230,6 @@ def test_disaster_recovery_failover_then_failback(dr, tmp_path: Path) -> None:
         tmp_path / "mm2-both.properties",
         boots["A"],
         boots["B"],
-        checkpoints=tmp_path / "checkpoints",
         extra=f"A->B.topics = {PLAIN}, {COMPACT}, {TXN}\nB->A.enabled = true\nB->A.topics = {PLAIN}\n",
     )
     result = run_cli("run", str(cfg2), "--once", timeout_s=600)

@@ -37,7 +37,6 @@ def test_sigterm_stops_cleanly_and_restart_resumes(bootstraps, tmp_path: Path) -
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=tmp_path / "checkpoints",
         extra=f"A->B.topics = {topic}\n",
     )
     log = tmp_path / "run.log"

@@ -144,9 +144,7 @@ def test_mm2_to_sparkmirror_and_back_copies_nothing_twice(
     extra = f"A->B.topics = {topic}\n{MM2_LINES}"
     if mode == "exactly-once":
         extra += "sparkmirror.exactly.once = true\n"
-    cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=tmp_path / "cp", extra=extra
-    )
+    cfg = write_config(tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], extra=extra)
     remote = f"A.{topic}"
 
     # MM2 mirrors 1,000 records a partition (and checkpoints a group at 400) and is stopped; 1,000 more arrive.

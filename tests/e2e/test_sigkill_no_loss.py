@@ -74,7 +74,6 @@ def test_sigkill_three_times_loses_nothing(bootstraps, tmp_path: Path) -> None:
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=tmp_path / "checkpoints",
         extra=f"A->B.topics = {topic}\nsparkmirror.batch.max.records = {BATCH}\n",
     )
     done, hurry = threading.Event(), threading.Event()

@@ -74,7 +74,6 @@ def test_mirrors_through_a_standalone_cluster(bootstraps, spark_master, tmp_path
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=tmp_path / "checkpoints",
         extra=f"A->B.topics = {topic}\n",
     )
     result = run_cli(

@@ -42,7 +42,7 @@ def _all_checkpoints(bootstrap: str, group: str) -> list[Checkpoint]:
     ]
 
 
-def test_checkpoint_never_moves_backwards_across_restarts(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+def test_checkpoint_never_moves_backwards_across_restarts(bootstraps, spark, tmp_path: Path) -> None:
     topic = unique("cp-mono")
     create_topics(bootstraps["A"], {topic: 1})
     _produce(bootstraps["A"], topic, 300)
@@ -51,7 +51,6 @@ def test_checkpoint_never_moves_backwards_across_restarts(bootstraps, spark, tmp
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra=f"A->B.topics = {topic}\n",
     )
     commit_group(bootstraps["A"], group, {(topic, 0): 200})
@@ -65,7 +64,7 @@ def test_checkpoint_never_moves_backwards_across_restarts(bootstraps, spark, tmp
     assert [(c.upstream_offset, c.downstream_offset) for c in _all_checkpoints(bootstraps["B"], group)][-1] == (50, 50)
 
 
-def test_checkpoint_carries_the_groups_commit_metadata(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+def test_checkpoint_carries_the_groups_commit_metadata(bootstraps, spark, tmp_path: Path) -> None:
     topic = unique("cp-meta")
     create_topics(bootstraps["A"], {topic: 1})
     _produce(bootstraps["A"], topic, 20)
@@ -78,7 +77,6 @@ def test_checkpoint_carries_the_groups_commit_metadata(bootstraps, spark, tmp_pa
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra=f"A->B.topics = {topic}\n",
     )
     c = Consumer({"bootstrap.servers": bootstraps["A"], "group.id": group, "enable.auto.commit": False})
@@ -89,9 +87,7 @@ def test_checkpoint_carries_the_groups_commit_metadata(bootstraps, spark, tmp_pa
     assert (cp.upstream_offset, cp.downstream_offset, cp.metadata) == (7, 7, "app-state-42")
 
 
-def test_group_offset_sync_skips_active_groups_and_never_rewinds(
-    bootstraps, spark, tmp_path: Path, checkpoints, caplog
-) -> None:
+def test_group_offset_sync_skips_active_groups_and_never_rewinds(bootstraps, spark, tmp_path: Path, caplog) -> None:
     topic = unique("sync")
     create_topics(bootstraps["A"], {topic: 1})
     _produce(bootstraps["A"], topic, 100)
@@ -114,7 +110,6 @@ def test_group_offset_sync_skips_active_groups_and_never_rewinds(
             tmp_path / "mm2.properties",
             bootstraps["A"],
             bootstraps["B"],
-            checkpoints=checkpoints,
             extra=f"A->B.topics = {topic}\nsync.group.offsets.enabled = true\nsync.group.offsets.interval.seconds = 1\n"
             "emit.checkpoints.interval.seconds = 1\n",
         )
@@ -142,12 +137,11 @@ def test_group_offset_sync_skips_active_groups_and_never_rewinds(
         member.close()
 
 
-def test_heartbeats_reach_the_target_as_remote_heartbeats(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+def test_heartbeats_reach_the_target_as_remote_heartbeats(bootstraps, spark, tmp_path: Path) -> None:
     cfg = write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra="A->B.topics = heartbeats\nemit.heartbeats.enabled = true\nheartbeats.replication.enabled = true\n",
     )
     Mirror(load_config(cfg), once=True).run()  # creates `heartbeats` on both sides and beats once

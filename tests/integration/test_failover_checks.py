@@ -27,7 +27,7 @@ def _produce(bootstrap: str, topic: str, n: int, partitions: int = 2) -> None:
     assert p.flush(30) == 0
 
 
-def _mirrored(bootstraps, tmp_path: Path, checkpoints: Path) -> tuple[str, str, Path]:
+def _mirrored(bootstraps, tmp_path: Path) -> tuple[str, str, Path]:
     """A fresh topic with 1,000 records mirrored to B, and a group at (100, 200) on A."""
     topic, group = unique("fo"), unique("fo-group")
     create_topics(bootstraps["A"], {topic: 2})
@@ -37,7 +37,6 @@ def _mirrored(bootstraps, tmp_path: Path, checkpoints: Path) -> tuple[str, str, 
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra=f"A->B.topics = {topic}\n",
     )
     Mirror(load_config(cfg), once=True).run()
@@ -81,8 +80,8 @@ def _member(bootstrap: str, group: str, topic: str, client_id: str) -> Iterator[
         t.join(30)
 
 
-def test_active_group_on_target_is_refused_naming_members(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
-    topic, group, cfg = _mirrored(bootstraps, tmp_path, checkpoints)
+def test_active_group_on_target_is_refused_naming_members(bootstraps, spark, tmp_path: Path) -> None:
+    topic, group, cfg = _mirrored(bootstraps, tmp_path)
     client_id = unique("still-running")
     with _member(bootstraps["B"], group, f"A.{topic}", client_id):
         result = _failover(cfg, group, "--execute")
@@ -101,10 +100,8 @@ def test_active_group_on_target_is_refused_naming_members(bootstraps, spark, tmp
     assert got == {(f"A.{topic}", 0): 100, (f"A.{topic}", 1): 200}
 
 
-def test_not_caught_up_is_refused_with_missing_records_unless_forced(
-    bootstraps, spark, tmp_path: Path, checkpoints
-) -> None:
-    topic, group, cfg = _mirrored(bootstraps, tmp_path, checkpoints)
+def test_not_caught_up_is_refused_with_missing_records_unless_forced(bootstraps, spark, tmp_path: Path) -> None:
+    topic, group, cfg = _mirrored(bootstraps, tmp_path)
     _produce(bootstraps["A"], topic, 301)  # not mirrored: 151 in partition 0, 150 in partition 1
     result = _failover(cfg, group, "--json")
     assert result.returncode == 4, result.stdout + result.stderr
@@ -128,10 +125,8 @@ def test_not_caught_up_is_refused_with_missing_records_unless_forced(
     assert _failover(cfg, group).returncode == 0
 
 
-def test_never_rewinds_an_offset_ahead_on_the_target_unless_forced(
-    bootstraps, spark, tmp_path: Path, checkpoints
-) -> None:
-    topic, group, cfg = _mirrored(bootstraps, tmp_path, checkpoints)
+def test_never_rewinds_an_offset_ahead_on_the_target_unless_forced(bootstraps, spark, tmp_path: Path) -> None:
+    topic, group, cfg = _mirrored(bootstraps, tmp_path)
     b = {"bootstrap.servers": bootstraps["B"]}
     commit_offsets(b, group, {(f"A.{topic}", 0): 400})  # consumers on B got further already
     result = _failover(cfg, group, "--execute", "--json")
@@ -149,8 +144,8 @@ def test_never_rewinds_an_offset_ahead_on_the_target_unless_forced(
     assert committed_offsets(b, group, [(f"A.{topic}", 0)]) == {(f"A.{topic}", 0): 100}
 
 
-def test_a_group_still_active_on_the_source_is_noted(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
-    topic, group, cfg = _mirrored(bootstraps, tmp_path, checkpoints)
+def test_a_group_still_active_on_the_source_is_noted(bootstraps, spark, tmp_path: Path) -> None:
+    topic, group, cfg = _mirrored(bootstraps, tmp_path)
     with _member(bootstraps["A"], group, topic, unique("on-a")):
         result = _failover(cfg, group, "--json")
     assert result.returncode == 0, result.stderr

@@ -37,7 +37,7 @@ def test_records_of_unknown_origin_are_refused_then_started_at_the_end_on_reques
         produce(bootstraps["A"], topic, p, _recs(0, 100))
     produce(bootstraps["B"], remote, 0, _recs(0, 60))  # written by something sparkmirror knows nothing of
     cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=tmp_path / "cp",
+        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"],
         extra=f"A->B.topics = {topic}\n",
     )  # fmt: skip
 
@@ -69,7 +69,7 @@ def test_handback_is_refused_while_sparkmirror_runs_the_flow(bootstraps: dict[st
     create_topics(bootstraps["A"], {topic: 1})
     produce(bootstraps["A"], topic, 0, _recs(0, 10))
     cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=tmp_path / "cp",
+        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"],
         extra=f"A->B.topics = {topic}\n",
     )  # fmt: skip
     with running_mirror(cfg):

@@ -66,7 +66,7 @@ def _status(cfg: Path, *, healthy: bool = True) -> dict:
     return flow
 
 
-def test_throttle_change_pause_and_resume_a_running_flow(bootstraps, spark, tmp_path: Path, checkpoints):
+def test_throttle_change_pause_and_resume_a_running_flow(bootstraps, spark, tmp_path: Path):
     prefix = unique("ctl")
     main, side = f"{prefix}.main", f"{prefix}.side"
     create_topics(bootstraps["A"], {main: PARTITIONS, side: 1})
@@ -80,7 +80,6 @@ def test_throttle_change_pause_and_resume_a_running_flow(bootstraps, spark, tmp_
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra=(
             f"A->B.topics = {prefix}\\..*\nA->B.groups = {group}\n"
             f"A->B.sparkmirror.throttle.bytes.per.second = {LIMIT}\n"
@@ -158,7 +157,7 @@ def test_throttle_change_pause_and_resume_a_running_flow(bootstraps, spark, tmp_
         ]
 
 
-def test_a_flow_paused_before_it_starts_copies_nothing_until_resumed(bootstraps, spark, tmp_path: Path, checkpoints):
+def test_a_flow_paused_before_it_starts_copies_nothing_until_resumed(bootstraps, spark, tmp_path: Path):
     prefix = unique("ctl-start")
     topic = f"{prefix}.t"
     create_topics(bootstraps["A"], {topic: 2})
@@ -166,7 +165,6 @@ def test_a_flow_paused_before_it_starts_copies_nothing_until_resumed(bootstraps,
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra=f"A->B.topics = {prefix}\\..*\n",
     )
     done = run_cli("pause", str(cfg))  # no mirror runs: the record waits on the target

@@ -72,7 +72,7 @@ def test_group_offsets_survive_the_reader_crashing(bootstraps, tmp_path: Path, m
 
     # The emitter reads what the crashed child did not answer through consumers.
     monkeypatch.setenv(CRASH_HOOK, "2")
-    cfg = write_config(tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=tmp_path / "cp")
+    cfg = write_config(tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"])
     flow = load_config(cfg).flows[0]
     clients = FlowClients(flow)
     emitter = CheckpointEmitter(clients, OffsetMapStore(clients))

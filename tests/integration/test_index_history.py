@@ -82,7 +82,6 @@ def test_index_history_maps_mm2s_copies_exactly_resumes_and_refuses_what_does_no
         tmp_path / "mm2.properties",
         a,
         b,
-        checkpoints=tmp_path / "cp",
         extra=f"A->B.topics = {topic}\noffset.storage.topic = {mm2_topic}\n",
     )
     flow = load_config(cfg).flow("A->B")
@@ -167,7 +166,6 @@ def test_index_history_while_the_flow_runs_leaves_its_map_exact_and_a_restart_lo
         tmp_path / "mm2.properties",
         a,
         b,
-        checkpoints=tmp_path / "cp",
         extra=f"A->B.topics = {topic}\noffset.storage.topic = {mm2_topic}\n",
     )
     mm2_end = {p: len(copies[p]) for p in range(2)}
@@ -234,7 +232,6 @@ def test_a_remote_topic_with_log_append_time_is_refused_then_indexed_without_tim
         tmp_path / "mm2.properties",
         a,
         b,
-        checkpoints=tmp_path / "cp",
         extra=f"A->B.topics = {topic}\noffset.storage.topic = {mm2_topic}\n",
     )
 

@@ -29,7 +29,6 @@ def test_offset_map_and_checkpoints_topics_roll_small_segments(bootstraps, tmp_p
         f"B.bootstrap.servers = {bootstraps['B']}\n{source}->B.enabled = true\n"
         "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
         "checkpoints.topic.replication.factor = 1\n"
-        f"sparkmirror.checkpoint.location = {tmp_path}/cp\n"
     )
     clients = FlowClients(load_config(cfg).flows[0])
     try:

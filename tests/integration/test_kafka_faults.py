@@ -33,16 +33,14 @@ from sparkmirror.pipeline.driver.startup import StartupTimeout
 from sparkmirror.pipeline.exceptions import TopicRecreatedError
 
 
-def test_internal_topics_get_their_replication_factor_or_the_run_refuses(
-    bootstraps, spark, tmp_path: Path, checkpoints
-) -> None:
+def test_internal_topics_get_their_replication_factor_or_the_run_refuses(bootstraps, spark, tmp_path: Path) -> None:
     # A source alias of its own: the flow's internal topics do not exist yet on this session's clusters.
     src = unique("rf").replace("-", "")
     cfg = tmp_path / "mm2.properties"
     cfg.write_text(
         f"clusters = {src}, B\n{src}.bootstrap.servers = {bootstraps['A']}\nB.bootstrap.servers = {bootstraps['B']}\n"
         f"{src}->B.enabled = true\n{src}->B.topics = {unique('rf')}\nemit.heartbeats.enabled = false\n"
-        f"sparkmirror.checkpoint.location = {checkpoints}\noffset-syncs.topic.replication.factor = 3\n"
+        "offset-syncs.topic.replication.factor = 3\n"
     )
     with pytest.raises(ConfigError) as err:
         Mirror(load_config(cfg), once=True).run()
@@ -59,7 +57,7 @@ def test_a_cluster_down_at_start_is_waited_for_saying_so(
 ) -> None:
     port = _free_base_port()
     cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], f"127.0.0.1:{port + 10}", checkpoints=tmp_path / "c",
+        tmp_path / "mm2.properties", bootstraps["A"], f"127.0.0.1:{port + 10}",
         extra="sparkmirror.startup.timeout.ms = 4000\n",
     )  # fmt: skip
     started = time.monotonic()
@@ -72,14 +70,14 @@ def test_a_cluster_down_at_start_is_waited_for_saying_so(
 
 
 def test_the_run_waits_for_a_target_that_comes_up_later_and_mirrors(
-    bootstraps, spark, tmp_path: Path, checkpoints, caplog: pytest.LogCaptureFixture
+    bootstraps, spark, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     base = _free_base_port()
     topic = unique("late")
     create_topics(bootstraps["A"], {topic: 1})
     produce(bootstraps["A"], topic, 0, [Rec(b"k", f"{i}".encode(), (), int(time.time() * 1000)) for i in range(20)])
     cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], f"127.0.0.1:{base}", checkpoints=checkpoints,
+        tmp_path / "mm2.properties", bootstraps["A"], f"127.0.0.1:{base}",
         extra=f"A->B.topics = {topic}\n",
     )  # fmt: skip
     mirror = Mirror(load_config(cfg), once=True)
@@ -104,11 +102,11 @@ def test_the_run_waits_for_a_target_that_comes_up_later_and_mirrors(
             late.down()
 
 
-def test_a_second_instance_of_a_flow_refuses_naming_the_first(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+def test_a_second_instance_of_a_flow_refuses_naming_the_first(bootstraps, spark, tmp_path: Path) -> None:
     topic = unique("lease")
     create_topics(bootstraps["A"], {topic: 1})
     cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
+        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"],
         extra=f"A->B.topics = {topic}\n",
     )  # fmt: skip
     first = Mirror(load_config(cfg))
@@ -142,16 +140,14 @@ def _recreate(bootstrap: str, topic: str) -> None:
     wait_for(created, timeout_s=60, what=f"{topic} to be re-created")
 
 
-def test_a_recreated_source_topic_stops_the_flow_until_reset_topic(
-    bootstraps, spark, tmp_path: Path, checkpoints
-) -> None:
+def test_a_recreated_source_topic_stops_the_flow_until_reset_topic(bootstraps, spark, tmp_path: Path) -> None:
     topic = unique("recreated")
     create_topics(bootstraps["A"], {topic: 1})
     ts = int(time.time() * 1000)
     produce(bootstraps["A"], topic, 0, [Rec(b"k", f"old-{i}".encode(), (), ts) for i in range(30)])
     cfg = load_config(
         write_config(
-            tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
+            tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"],
             extra=f"A->B.topics = {topic}\n",
         )
     )  # fmt: skip

@@ -10,8 +10,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 from kafka_helpers import (
     Rec,
     create_topics,
@@ -43,9 +41,7 @@ def _records(topic: str, partition: int, n: int) -> list[Rec]:
     return out
 
 
-@pytest.mark.parametrize("reader", ["direct", "spark"])
-def test_mirrors_records_byte_for_byte_into_same_partitions(bootstraps, spark, tmp_path: Path, checkpoints, reader):
-    """Both readers: ``direct`` (the tasks read Spark's planned ranges) and ``spark`` (Arrow from Spark's source)."""
+def test_mirrors_records_byte_for_byte_into_same_partitions(bootstraps, spark, tmp_path: Path):
     prefix = unique("bytes")
     topics = {f"{prefix}.t{i}": 4 for i in range(3)}
     create_topics(bootstraps["A"], topics)
@@ -59,12 +55,9 @@ def test_mirrors_records_byte_for_byte_into_same_partitions(bootstraps, spark, t
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
-        extra=f"A->B.topics = {prefix}\\..*\nsparkmirror.source.reader = {reader}\n",
+        extra=f"A->B.topics = {prefix}\\..*\n",
     )
     runners = Mirror(load_config(cfg), once=True).run()
-    # A Spark whose plan no longer shows the ranges would fall back to "spark" here.
-    assert runners[0].progress.reader == reader
     assert runners[0].progress.records == sum(len(v) for v in sent.values())
     assert runners[0].progress.lag == 0
 
@@ -75,7 +68,7 @@ def test_mirrors_records_byte_for_byte_into_same_partitions(bootstraps, spark, t
         assert got == records, f"{remote}[{p}] differs from {t}[{p}]"
 
 
-def test_picks_up_new_topics_and_partitions_while_running(bootstraps, spark, tmp_path: Path, checkpoints):
+def test_picks_up_new_topics_and_partitions_while_running(bootstraps, spark, tmp_path: Path):
     prefix = unique("grow")
     first, second = f"{prefix}.first", f"{prefix}.second"
     create_topics(bootstraps["A"], {first: 2})
@@ -84,7 +77,6 @@ def test_picks_up_new_topics_and_partitions_while_running(bootstraps, spark, tmp
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra=f"A->B.topics = {prefix}\\..*\nrefresh.topics.interval.seconds = 2\n",
     )
     with running_mirror(cfg) as errors:

@@ -50,12 +50,11 @@ def _checkpoints(bootstrap: str, group: str) -> dict[tuple[str, int], Checkpoint
     return latest
 
 
-def _mirror_once(bootstraps, tmp_path: Path, checkpoints: Path, topic: str) -> None:
+def _mirror_once(bootstraps, tmp_path: Path, topic: str) -> None:
     cfg = write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra=f"A->B.topics = {topic}\n",
     )
     Mirror(load_config(cfg), once=True).run()
@@ -93,14 +92,14 @@ def _produce_plain(bootstrap: str, topic: str, partitions: int, n: int, first: i
     assert p.flush(60) == 0
 
 
-def test_plain_topic_and_a_group_10000_behind(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+def test_plain_topic_and_a_group_10000_behind(bootstraps, spark, tmp_path: Path) -> None:
     topic = unique("tr-plain")
     create_topics(bootstraps["A"], {topic: 2})
     _produce_plain(bootstraps["A"], topic, 2, 24_000)
     group = unique("g")
     positions = {0: 2_000, 1: random.Random(1).randrange(0, 12_000)}  # partition 0: 10,000 behind its head
     _commit(bootstraps["A"], group, topic, positions)
-    _mirror_once(bootstraps, tmp_path, checkpoints, topic)
+    _mirror_once(bootstraps, tmp_path, topic)
     _check_exact(bootstraps, tmp_path, topic, group, positions)
     # MM2-format offset syncs sit on the source (offset-syncs.topic.location's default),
     # one per segment start, each a true (upstream, downstream) pair.
@@ -117,19 +116,19 @@ def test_plain_topic_and_a_group_10000_behind(bootstraps, spark, tmp_path: Path,
         assert src[s.upstream_offset] == tgt[s.downstream_offset]
 
 
-def test_translation_survives_a_restart_kafka_15905(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+def test_translation_survives_a_restart_kafka_15905(bootstraps, spark, tmp_path: Path) -> None:
     topic = unique("tr-restart")
     create_topics(bootstraps["A"], {topic: 1})
     _produce_plain(bootstraps["A"], topic, 1, 1_000)
     group = unique("g")
     _commit(bootstraps["A"], group, topic, {0: 500})
-    _mirror_once(bootstraps, tmp_path, checkpoints, topic)
+    _mirror_once(bootstraps, tmp_path, topic)
     _produce_plain(bootstraps["A"], topic, 1, 1_000, first=1_000)
-    _mirror_once(bootstraps, tmp_path, checkpoints, topic)  # a new job: map and checkpoints read back
+    _mirror_once(bootstraps, tmp_path, topic)  # a new job: map and checkpoints read back
     _check_exact(bootstraps, tmp_path, topic, group, {0: 500})
 
 
-def test_transactional_topic_with_aborted_records(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+def test_transactional_topic_with_aborted_records(bootstraps, spark, tmp_path: Path) -> None:
     topic = unique("tr-tx")
     create_topics(bootstraps["A"], {topic: 1})
     tx = Producer({"bootstrap.servers": bootstraps["A"], "transactional.id": unique("tx")})
@@ -147,12 +146,12 @@ def test_transactional_topic_with_aborted_records(bootstraps, spark, tmp_path: P
     positions = {unique("g-in"): offsets[10], unique("g-after-abort"): offsets[50], unique("g-marker"): offsets[49] + 1}
     for group, g in positions.items():
         _commit(bootstraps["A"], group, topic, {0: g})
-    _mirror_once(bootstraps, tmp_path, checkpoints, topic)
+    _mirror_once(bootstraps, tmp_path, topic)
     for group, g in positions.items():
         _check_exact(bootstraps, tmp_path, topic, group, {0: g})
 
 
-def test_compacted_topic(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+def test_compacted_topic(bootstraps, spark, tmp_path: Path) -> None:
     topic = unique("tr-compact")
     create_topics(
         bootstraps["A"],
@@ -182,7 +181,7 @@ def test_compacted_topic(bootstraps, spark, tmp_path: Path, checkpoints) -> None
     gap = next(o + 1 for o, nxt in zip(offsets, offsets[1:], strict=False) if nxt > o + 1)  # a removed offset
     group = unique("g")
     _commit(bootstraps["A"], group, topic, {0: gap})
-    _mirror_once(bootstraps, tmp_path, checkpoints, topic)
+    _mirror_once(bootstraps, tmp_path, topic)
     _check_exact(bootstraps, tmp_path, topic, group, {0: gap})
 
 
@@ -191,9 +190,7 @@ def _fresh_rng() -> None:
     random.seed(0)
 
 
-def test_exactly_once_map_is_folded_into_chains_that_translate_exactly(
-    bootstraps, spark, tmp_path: Path, checkpoints
-) -> None:
+def test_exactly_once_map_is_folded_into_chains_that_translate_exactly(bootstraps, spark, tmp_path: Path) -> None:
     """Exactly-once writes a segment per partition per batch (the commit marker sits between
     them); the run folds them into chains. Loaded back from B, the chains translate every offset,
     both ways, to the truth read from both clusters' logs."""
@@ -207,7 +204,6 @@ def test_exactly_once_map_is_folded_into_chains_that_translate_exactly(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra=f"A->B.topics = {topic}\nsparkmirror.exactly.once = true\nsparkmirror.batch.max.records = 400\n",
     )
     flow = load_config(cfg).flows[0]

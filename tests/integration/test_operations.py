@@ -32,7 +32,7 @@ def _records(n: int, age_s: float, size: int = 40) -> list[Rec]:
     return [Rec(f"k{i}".encode(), b"v" * size, (), ts + i) for i in range(n)]
 
 
-def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path, checkpoints):
+def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path):
     prefix = unique("ops")
     topics = {f"{prefix}.a": 2, f"{prefix}.b": 1}
     create_topics(bootstraps["A"], topics)
@@ -46,7 +46,6 @@ def test_metrics_and_status_follow_a_live_run(bootstraps, spark, tmp_path: Path,
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra=(
             f"A->B.topics = {prefix}\\..*\nA->B.groups = {group}\n"
             f"sparkmirror.metrics.port = {port}\nsparkmirror.metrics.host = 127.0.0.1\n"

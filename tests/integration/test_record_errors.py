@@ -38,13 +38,12 @@ def _writer_lines(writer: str) -> str:
     return f"sparkmirror.writer = {name}\n" + ("exactly.once.source.support = enabled\n" if mode else "")
 
 
-def _dead_letter_config(bootstraps, tmp_path: Path, checkpoints: Path, topics: str, dlq: str, writer: str) -> Path:
+def _dead_letter_config(bootstraps, tmp_path: Path, topics: str, dlq: str, writer: str) -> Path:
     """A flow of ``topics`` with ``errors.tolerance = all`` into ``dlq``, written by ``writer`` (`_writer_lines`)."""
     return write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra=(
             f"A->B.topics = {topics}\nsync.topic.configs.enabled = false\n"
             f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {dlq}\n{_writer_lines(writer)}"
@@ -60,7 +59,7 @@ WRITERS_AND_EXACTLY_ONCE = pytest.mark.parametrize("writer", ["python", "python 
 
 @WRITERS_AND_EXACTLY_ONCE
 def test_record_too_large_stops_the_flow_naming_topic_partition_offset(
-    bootstraps, spark, tmp_path: Path, checkpoints, writer: str
+    bootstraps, spark, tmp_path: Path, writer: str
 ) -> None:
     prefix = unique("toolarge")
     topic, _ = _setup(bootstraps, prefix)
@@ -68,7 +67,6 @@ def test_record_too_large_stops_the_flow_naming_topic_partition_offset(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra=f"A->B.topics = {prefix}\\..*\nsync.topic.configs.enabled = false\n{_writer_lines(writer)}",
     )
     with pytest.raises(FlowFailed) as err:
@@ -84,12 +82,12 @@ def test_record_too_large_stops_the_flow_naming_topic_partition_offset(
 
 @WRITERS_AND_EXACTLY_ONCE
 def test_errors_tolerance_all_sends_the_record_to_the_dead_letter_topic(
-    bootstraps, spark, tmp_path: Path, checkpoints, writer: str
+    bootstraps, spark, tmp_path: Path, writer: str
 ) -> None:
     prefix = unique("dlq")
     topic, records = _setup(bootstraps, prefix)
     dlq = f"{prefix}.dlq"
-    cfg = _dead_letter_config(bootstraps, tmp_path, checkpoints, f"{prefix}\\.big", dlq, writer)
+    cfg = _dead_letter_config(bootstraps, tmp_path, f"{prefix}\\.big", dlq, writer)
     runners = Mirror(load_config(cfg), once=True).run()
     assert runners[0].progress.dead_lettered == 1
     mirrored = [r.value for r in read_partition(bootstraps["B"], f"A.{topic}", 0)]
@@ -109,9 +107,7 @@ def test_errors_tolerance_all_sends_the_record_to_the_dead_letter_topic(
 
 
 @WRITERS
-def test_a_record_the_broker_refuses_is_dead_lettered_whole(
-    bootstraps, spark, tmp_path: Path, checkpoints, writer: str
-) -> None:
+def test_a_record_the_broker_refuses_is_dead_lettered_whole(bootstraps, spark, tmp_path: Path, writer: str) -> None:
     """A refusal that comes back from the broker (a null key for a compacted remote topic: INVALID_RECORD),
     not from the writer's own size check: the record goes to the dead-letter topic, and no record is lost:
     the broker refuses the produce batch that holds it, so records batched with it are dead-lettered too
@@ -125,7 +121,7 @@ def test_a_record_the_broker_refuses_is_dead_lettered_whole(
     records = [Rec((None if i == 2 else f"k{i}".encode()), f"v{i}".encode(), (("h", b"1"),), ts) for i in range(5)]
     produce(bootstraps["A"], topic, 0, records)
     dlq = f"{prefix}.dlq"
-    cfg = _dead_letter_config(bootstraps, tmp_path, checkpoints, f"{prefix}\\.keys", dlq, writer)
+    cfg = _dead_letter_config(bootstraps, tmp_path, f"{prefix}\\.keys", dlq, writer)
     runners = Mirror(load_config(cfg), once=True).run()
     mirrored = read_partition(bootstraps["B"], f"A.{topic}", 0)
     dead = read_partition(bootstraps["B"], dlq, 0)
@@ -143,9 +139,7 @@ def test_a_record_the_broker_refuses_is_dead_lettered_whole(
     assert b"INVALID_RECORD" in headers["__connect.errors.exception.message"]
 
 
-def test_exactly_once_stops_on_a_record_the_broker_refuses_naming_it(
-    bootstraps, spark, tmp_path: Path, checkpoints
-) -> None:
+def test_exactly_once_stops_on_a_record_the_broker_refuses_naming_it(bootstraps, spark, tmp_path: Path) -> None:
     """Inside a transaction the broker's refusal makes the transaction abortable, so the record cannot be
     dead-lettered there: the transaction aborts (nothing of it reaches read_committed readers) and the
     flow stops naming the record (its produce batch's offsets), also with errors.tolerance=all
@@ -158,7 +152,7 @@ def test_exactly_once_stops_on_a_record_the_broker_refuses_naming_it(
     records = [Rec((None if i == 2 else f"k{i}".encode()), f"v{i}".encode(), (), ts) for i in range(5)]
     produce(bootstraps["A"], topic, 0, records)
     dlq = f"{prefix}.dlq"
-    cfg = _dead_letter_config(bootstraps, tmp_path, checkpoints, f"{prefix}\\.keys", dlq, "python exactly-once")
+    cfg = _dead_letter_config(bootstraps, tmp_path, f"{prefix}\\.keys", dlq, "python exactly-once")
     with pytest.raises(FlowFailed) as err:
         Mirror(load_config(cfg), once=True).run()
     text = str(err.value)
@@ -170,7 +164,7 @@ def test_exactly_once_stops_on_a_record_the_broker_refuses_naming_it(
 
 
 def test_exactly_once_names_the_refused_batch_also_with_records_queued_behind_it(
-    bootstraps, spark, tmp_path: Path, checkpoints
+    bootstraps, spark, tmp_path: Path
 ) -> None:
     """Two partitions in one transaction group, one of them with thousands of records: when the broker
     refuses a batch, librdkafka purges what the producer held behind it and refuses further records.
@@ -184,7 +178,7 @@ def test_exactly_once_names_the_refused_batch_also_with_records_queued_behind_it
     produce(bootstraps["A"], topic, 0, [Rec(f"k{i}".encode(), b"v" * 200, (), ts) for i in range(20_000)])
     produce(bootstraps["A"], topic, 1, [Rec(None if i == 2 else f"k{i}".encode(), b"v", (), ts) for i in range(5)])
     dlq = f"{prefix}.dlq"
-    cfg = _dead_letter_config(bootstraps, tmp_path, checkpoints, f"{prefix}\\.keys", dlq, "python exactly-once")
+    cfg = _dead_letter_config(bootstraps, tmp_path, f"{prefix}\\.keys", dlq, "python exactly-once")
     cfg.write_text(cfg.read_text() + "sparkmirror.exactly.once.transactions = 1\n")
     with pytest.raises(FlowFailed) as err:
         Mirror(load_config(cfg), once=True).run()

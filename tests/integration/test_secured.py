@@ -27,7 +27,7 @@ from sparkmirror.kafka.groups import commit_offsets
 from sparkmirror.pipeline.driver.mirror import Mirror
 
 
-def _config(secured: Secured, path: Path, checkpoints: Path, extra: str = "") -> Path:
+def _config(secured: Secured, path: Path, extra: str = "") -> Path:
     """A's clients use SCRAM-SHA-512 and the JKS trust store, B's PLAIN and the PKCS12 one;
     every password through ${file:...}."""
     m = secured.material
@@ -53,8 +53,6 @@ def _config(secured: Secured, path: Path, checkpoints: Path, extra: str = "") ->
         "emit.checkpoints.interval.seconds = 1",
         "emit.heartbeats.enabled = false",
         "heartbeats.replication.enabled = false",
-        f"sparkmirror.checkpoint.location = {checkpoints}",
-        "sparkmirror.trigger.interval.ms = 500",
         "sparkmirror.progress.interval.seconds = 1",
         extra,
     ]
@@ -86,9 +84,7 @@ def _run_watching_ps(
     return result, "\n".join(seen)
 
 
-def test_cli_mirrors_translates_and_plans_failover_without_showing_a_secret(
-    secured: Secured, tmp_path: Path, checkpoints: Path
-) -> None:
+def test_cli_mirrors_translates_and_plans_failover_without_showing_a_secret(secured: Secured, tmp_path: Path) -> None:
     topic, group = unique("sec"), unique("sec-app")
     secured.create_topics("A", {topic: 2})
     values = [f"v{i}".encode() for i in range(40)]
@@ -98,7 +94,7 @@ def test_cli_mirrors_translates_and_plans_failover_without_showing_a_secret(
     # A cloud storage key among Spark's settings: PySpark would put it on spark-submit's command line.
     storage_key = f"s3-{uuid.uuid4().hex}"
     extra = f"A->B.topics = {topic}\nsparkmirror.spark.conf.spark.hadoop.fs.s3a.secret.key = {storage_key}\n"
-    cfg = _config(secured, tmp_path / "mm2.properties", checkpoints, extra)
+    cfg = _config(secured, tmp_path / "mm2.properties", extra)
 
     # A temporary directory of these processes' own: other sparkmirror processes on the machine
     # make and remove theirs in /tmp at their own pace.
@@ -154,17 +150,13 @@ def test_cli_mirrors_translates_and_plans_failover_without_showing_a_secret(
     )
 
 
-def test_exactly_once_and_checkpoints_and_client_api_over_scram(
-    secured: Secured, tmp_path: Path, checkpoints: Path
-) -> None:
+def test_exactly_once_and_checkpoints_and_client_api_over_scram(secured: Secured, tmp_path: Path) -> None:
     topic, group = unique("sec-eos"), unique("sec-eos-app")
     secured.create_topics("A", {topic: 1})
     values = [f"e{i}".encode() for i in range(25)]
     secured.produce("A", topic, values)
     commit_offsets(secured.conf("A"), group, {(topic, 0): 17})
-    cfg = _config(
-        secured, tmp_path / "mm2.properties", checkpoints, f"A->B.topics = {topic}\nsparkmirror.exactly.once = true\n"
-    )
+    cfg = _config(secured, tmp_path / "mm2.properties", f"A->B.topics = {topic}\nsparkmirror.exactly.once = true\n")
     # --once: the records in transactions, then the checkpoints as of the end of the run.
     Mirror(load_config(cfg), once=True).run()
     m = secured.material
@@ -183,7 +175,7 @@ def test_exactly_once_and_checkpoints_and_client_api_over_scram(
     assert secured.read("B", f"A.{topic}") == values  # read_committed: written in transactions
 
 
-def test_topic_acls_are_copied_by_mm2s_rule_and_never_deleted(secured: Secured, tmp_path: Path, checkpoints: Path):
+def test_topic_acls_are_copied_by_mm2s_rule_and_never_deleted(secured: Secured, tmp_path: Path):
     from confluent_kafka.admin import AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourceType
     from confluent_kafka.admin import ResourcePatternType as Pattern
 
@@ -207,7 +199,7 @@ def test_topic_acls_are_copied_by_mm2s_rule_and_never_deleted(secured: Secured, 
     kept = binding(remote, "User:someone", "READ")  # already on B: must survive the sync
     for f in admin_b.create_acls([kept]).values():
         f.result()
-    cfg = _config(secured, tmp_path / "mm2.properties", checkpoints, f"A->B.topics = {topic[:8]}.*\n")
+    cfg = _config(secured, tmp_path / "mm2.properties", f"A->B.topics = {topic[:8]}.*\n")
     Mirror(load_config(cfg), once=True).run()
 
     query = AclBindingFilter(ResourceType.TOPIC, None, Pattern.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY)
@@ -225,11 +217,11 @@ def test_topic_acls_are_copied_by_mm2s_rule_and_never_deleted(secured: Secured, 
     }
 
 
-def test_a_principal_without_rights_stops_the_run_with_one_line(secured: Secured, tmp_path: Path, checkpoints: Path):
+def test_a_principal_without_rights_stops_the_run_with_one_line(secured: Secured, tmp_path: Path):
     topic = unique("sec-denied")
     secured.create_topics("A", {topic: 1})
     secured.produce("A", topic, [b"x"])
-    cfg = _config(secured, tmp_path / "mm2.properties", checkpoints, f"A->B.topics = {topic}\n")
+    cfg = _config(secured, tmp_path / "mm2.properties", f"A->B.topics = {topic}\n")
     text = cfg.read_text().replace('username="mirror" password="${file:', 'username="app" password="${file:')
     text = text.replace(":mirror.password}", ":app.password}")
     cfg.write_text(text)
@@ -261,10 +253,8 @@ def _run_in_process(cfg: Path) -> tuple[int, str]:
     return result.exit_code, result.stderr
 
 
-def test_wrong_password_is_an_authentication_error_naming_cluster_and_principal(
-    secured: Secured, tmp_path: Path, checkpoints: Path
-):
-    cfg = _config(secured, tmp_path / "mm2.properties", checkpoints, "A->B.topics = nothing-here\n")
+def test_wrong_password_is_an_authentication_error_naming_cluster_and_principal(secured: Secured, tmp_path: Path):
+    cfg = _config(secured, tmp_path / "mm2.properties", "A->B.topics = nothing-here\n")
     text = "".join(line for line in cfg.read_text().splitlines(True) if not line.startswith("B.sasl.jaas.config"))
     text += (
         'B.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username="mirror" '
@@ -281,7 +271,7 @@ def test_wrong_password_is_an_authentication_error_naming_cluster_and_principal(
     assert time.monotonic() - started < 120  # Spark's start included; no retry loop (minutes)
 
 
-def test_mutual_tls_with_jks_stores_on_every_path(secured: Secured, mtls: Secured, tmp_path: Path, checkpoints: Path):
+def test_mutual_tls_with_jks_stores_on_every_path(secured: Secured, mtls: Secured, tmp_path: Path):
     """M requires client certificates (JKS key and trust stores); the target A takes SCRAM with a PEM trust store."""
     topic, group = unique("mtls"), unique("mtls-app")
     mtls.create_topics("M", {topic: 1})
@@ -304,12 +294,10 @@ def test_mutual_tls_with_jks_stores_on_every_path(secured: Secured, mtls: Secure
         "offset-syncs.topic.replication.factor = 1",
         "emit.heartbeats.enabled = false",
         "heartbeats.replication.enabled = false",
-        f"sparkmirror.checkpoint.location = {checkpoints}",
     ]
     cfg = tmp_path / "mm2.properties"
     cfg.write_text("\n".join(lines) + "\n")
-    # The direct reader: Spark's source (Java, the JKS stores as they are) plans the ranges on M,
-    # the tasks read them with librdkafka (the stores converted to PEM).
+    # The tasks read M with librdkafka (the JKS stores converted to PEM).
     Mirror(load_config(cfg), once=True).run()
     assert secured.read("A", f"M.{topic}") == values
     translate = run_cli("offsets", "translate", str(cfg), "--source", "M", "--target", "A", "--group", group, "--json")
@@ -337,10 +325,9 @@ def test_the_lines_dev_up_prints_reach_both_clusters(secured: Secured) -> None:
         clients.close()
 
 
-def test_oauthbearer_client_credentials_on_every_path(secured: Secured, tmp_path: Path, checkpoints: Path) -> None:
+def test_oauthbearer_client_credentials_on_every_path(secured: Secured, tmp_path: Path) -> None:
     """OIDC client credentials against the dev token endpoint (signed JWTs the brokers validate with
-    its JWKS): Spark's Kafka source (Java's login callback handler), the direct reader, the writer,
-    the admin work and the client API (librdkafka's oidc)."""
+    its JWKS): the tasks' reader and writer, the admin work and the client API (librdkafka's oidc)."""
     topic, group = unique("oauth"), unique("oauth-app")
     secured.create_topics("A", {topic: 1})
     values = [f"o{i}".encode() for i in range(15)]
@@ -362,7 +349,6 @@ def test_oauthbearer_client_credentials_on_every_path(secured: Secured, tmp_path
         "offset-syncs.topic.replication.factor = 1",
         "emit.heartbeats.enabled = false",
         "heartbeats.replication.enabled = false",
-        f"sparkmirror.checkpoint.location = {checkpoints}",
     ]
     cfg = tmp_path / "mm2.properties"
     cfg.write_text("\n".join(lines) + "\n")
@@ -376,10 +362,10 @@ def test_oauthbearer_client_credentials_on_every_path(secured: Secured, tmp_path
 
 
 def test_failover_says_a_refused_password_instead_of_falling_back_to_checkpoints(
-    secured: Secured, tmp_path: Path, checkpoints: Path
+    secured: Secured, tmp_path: Path
 ) -> None:
     """Wrong credentials for A are not an A that is down: no plan from B's checkpoints alone."""
-    cfg = _config(secured, tmp_path / "mm2.properties", checkpoints, "A->B.topics = nothing-here\n")
+    cfg = _config(secured, tmp_path / "mm2.properties", "A->B.topics = nothing-here\n")
     text = "".join(line for line in cfg.read_text().splitlines(True) if not line.startswith("A.sasl.jaas.config"))
     text += (
         'A.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username="mirror" '
@@ -395,7 +381,7 @@ def test_failover_says_a_refused_password_instead_of_falling_back_to_checkpoints
 
 
 def test_a_principal_refused_the_lease_group_gets_an_authorization_error_not_lease_held(
-    secured: Secured, tmp_path: Path, checkpoints: Path
+    secured: Secured, tmp_path: Path
 ) -> None:
     """``app`` may use the flow's offset-map topic on B but not its lease group: the run stops at once
     with exit 1 and one line naming cluster, principal and the lease group (not exit 6, "another
@@ -431,7 +417,6 @@ def test_a_principal_refused_the_lease_group_gets_an_authorization_error_not_lea
         f"{alias}->B.topics = nothing-here",
         "offset-syncs.topic.replication.factor = 1",
         "emit.heartbeats.enabled = false",
-        f"sparkmirror.checkpoint.location = {checkpoints}",
     ]
     cfg = tmp_path / "mm2.properties"
     cfg.write_text("\n".join(lines) + "\n")
@@ -452,9 +437,9 @@ def test_a_principal_refused_the_lease_group_gets_an_authorization_error_not_lea
 
 
 def test_flow_control_commands_are_refused_to_a_principal_without_rights_on_the_target(
-    secured: Secured, tmp_path: Path, checkpoints: Path
+    secured: Secured, tmp_path: Path
 ):
-    cfg = _config(secured, tmp_path / "mm2.properties", checkpoints)
+    cfg = _config(secured, tmp_path / "mm2.properties")
     text = cfg.read_text().replace('username="mirror" password="${file:', 'username="app" password="${file:')
     cfg.write_text(text.replace(":mirror.password}", ":app.password}"))
     for exists in (False, True):

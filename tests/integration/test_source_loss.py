@@ -1,9 +1,8 @@
 """Records deleted on the source before they were mirrored are reported, never skipped silently.
 
-Spark's own data-loss check is off (it would also stop the flow, forever, when
-a topic is deleted or newly matched); before each batch is copied, each
-partition's planned start (from Spark's checkpoint, or from the target when
-there is none) is compared with the source's log start offset.
+Before the copy tasks start, each partition's start (from what the target holds) is compared with
+the source's log start offset; a running task whose next offset the source no longer holds fails
+its read (never a silent jump), and the restart reports the gap.
 """
 
 from __future__ import annotations
@@ -34,42 +33,42 @@ from sparkmirror.pipeline.driver.mirror import Mirror
 from sparkmirror.pipeline.exceptions import SourceLossError
 
 
-def test_records_deleted_before_mirroring_are_reported(bootstraps, spark, tmp_path: Path, checkpoints, caplog):
+def test_records_deleted_before_mirroring_are_reported(bootstraps, spark, tmp_path: Path, caplog):
     topic = unique("lost")
     create_topics(bootstraps["A"], {topic: 1})
     ts = int(time.time() * 1000)
     produce(bootstraps["A"], topic, 0, [Rec(b"k", f"{i}".encode(), (), ts) for i in range(100)])
-    # A long trigger interval leaves a quiet window after the first batch.
     cfg = write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
-        # The quiet window is the micro-batch engine's; a streaming task copies records as they come
-        # (its loss while running fails the task's read, and the restart reports it: below).
-        extra=f"A->B.topics = {topic}\nsparkmirror.trigger.interval.ms = 20000\nsparkmirror.engine = batch\n",
+        extra=f"A->B.topics = {topic}\n",
     )
     mirror = Mirror(load_config(cfg))
     thread = threading.Thread(target=mirror.run, daemon=True)
-    with caplog.at_level(logging.ERROR, logger="sparkmirror.pipeline.job"):
+    with caplog.at_level(logging.ERROR, logger="sparkmirror.pipeline.driver"):
         thread.start()
         try:
             wait_for(
                 lambda: end_offsets(bootstraps["B"], f"A.{topic}").get(0) == 100,
                 timeout_s=120,
-                what="the first batch",
+                what="the first records",
                 interval_s=0.3,
             )
+            # Paused (flow control), the running tasks read nothing while records arrive and expire.
+            paused = CliRunner().invoke(cli, ["pause", str(cfg)], catch_exceptions=False)
+            assert paused.exit_code == 0, paused.output
+            runner = mirror.runners[0]
+            wait_for(lambda: runner.throttle.in_effect[0].paused, timeout_s=30, what="every task to pause")
             produce(bootstraps["A"], topic, 0, [Rec(b"k", f"{i}".encode(), (), ts) for i in range(100, 200)])
-            client = admin(bootstraps["A"])
-            for fut in client.delete_records([TopicPartition(topic, 0, 150)]).values():
-                fut.result()
+            _delete_records(bootstraps["A"], topic, 150)
+            resumed = CliRunner().invoke(cli, ["resume", str(cfg)], catch_exceptions=False)
+            assert resumed.exit_code == 0, resumed.output
             wait_for(
                 lambda: end_offsets(bootstraps["B"], f"A.{topic}").get(0) == 150,
                 timeout_s=120,
                 what="the records that survived",
             )
-            runner = mirror.runners[0]
             wait_for(lambda: runner.progress.lost_on_source == 50, timeout_s=10, what="the loss to be counted")
         finally:
             mirror.request_stop()
@@ -88,16 +87,16 @@ def _values(bootstrap: str, topic: str) -> list[bytes]:
 
 
 def test_loss_while_the_mirror_was_down_is_found_after_the_restart_and_run_once_exits_5(
-    bootstraps, spark, tmp_path: Path, checkpoints
+    bootstraps, spark, tmp_path: Path
 ) -> None:
-    """The first batch after a restart is checked too: where the partition stopped comes from Spark's
-    checkpoint, not from memory."""
+    """The first start after a restart is checked too: where the partition stopped comes from the
+    target, not from memory."""
     topic = unique("lost-restart")
     create_topics(bootstraps["A"], {topic: 1})
     ts = int(time.time() * 1000)
     produce(bootstraps["A"], topic, 0, [Rec(b"k", f"{i}".encode(), (), ts) for i in range(100)])
     cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
+        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"],
         extra=f"A->B.topics = {topic}\n",
     )  # fmt: skip
     assert Mirror(load_config(cfg), once=True).run()[0].progress.lost_on_source == 0
@@ -112,15 +111,13 @@ def test_loss_while_the_mirror_was_down_is_found_after_the_restart_and_run_once_
     assert _values(bootstraps["B"], f"A.{topic}") == [f"{i}".encode() for i in [*range(100), *range(150, 200)]]
 
 
-def test_source_loss_fail_stops_the_flow_before_copying_past_the_gap(
-    bootstraps, spark, tmp_path: Path, checkpoints
-) -> None:
+def test_source_loss_fail_stops_the_flow_before_copying_past_the_gap(bootstraps, spark, tmp_path: Path) -> None:
     topic = unique("lost-fail")
     create_topics(bootstraps["A"], {topic: 1})
     ts = int(time.time() * 1000)
     produce(bootstraps["A"], topic, 0, [Rec(b"k", f"{i}".encode(), (), ts) for i in range(100)])
     cfg = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
+        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"],
         extra=f"A->B.topics = {topic}\nsparkmirror.source.loss = fail\n",
     )  # fmt: skip
     Mirror(load_config(cfg), once=True).run()
@@ -135,32 +132,8 @@ def test_source_loss_fail_stops_the_flow_before_copying_past_the_gap(
 
     # The documented way on: report it, carry on; the gap is reported again, then mirrored past.
     reported = write_config(
-        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], checkpoints=checkpoints,
+        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"],
         extra=f"A->B.topics = {topic}\n",
     )  # fmt: skip
     assert Mirror(load_config(reported), once=True).run()[0].progress.lost_on_source == 30
     assert end_offsets(bootstraps["B"], f"A.{topic}")[0] == 170
-
-
-def test_at_least_once_without_its_spark_checkpoint_resumes_from_the_offset_map(
-    bootstraps, spark, tmp_path: Path
-) -> None:
-    """The target is the source of truth: a run with another (empty) checkpoint location copies
-    nothing twice."""
-    topic = unique("nockpt")
-    create_topics(bootstraps["A"], {topic: 2})
-    ts = int(time.time() * 1000)
-    for p in (0, 1):
-        produce(bootstraps["A"], topic, p, [Rec(b"k", f"{p}-{i}".encode(), (), ts) for i in range(50)])
-    extra = f"A->B.topics = {topic}\n"
-    first = write_config(
-        tmp_path / "a.properties", bootstraps["A"], bootstraps["B"], checkpoints=tmp_path / "one", extra=extra
-    )
-    assert Mirror(load_config(first), once=True).run()[0].progress.records == 100
-    produce(bootstraps["A"], topic, 0, [Rec(b"k", f"0-{i}".encode(), (), ts) for i in range(50, 80)])
-    second = write_config(
-        tmp_path / "b.properties", bootstraps["A"], bootstraps["B"], checkpoints=tmp_path / "two", extra=extra
-    )
-    assert Mirror(load_config(second), once=True).run()[0].progress.records == 30
-    assert _values(bootstraps["B"], f"A.{topic}") == [f"0-{i}".encode() for i in range(80)]
-    assert [r.value for r in read_partition(bootstraps["B"], f"A.{topic}", 1)] == [f"1-{i}".encode() for i in range(50)]

@@ -30,13 +30,12 @@ from sparkmirror.pipeline.driver.mirror import Mirror
 EXACTLY_ONCE = "exactly.once.source.support = enabled\n"
 
 
-def _config(bootstraps, tmp_path: Path, checkpoints: Path, topic: str, extra: str = "") -> Path:
+def _config(bootstraps, tmp_path: Path, topic: str, extra: str = "") -> Path:
     return write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
-        extra=f"A->B.topics = {topic}\nsparkmirror.engine = streaming\nsparkmirror.commit.interval.ms = 100\n"
+        extra=f"A->B.topics = {topic}\nsparkmirror.commit.interval.ms = 100\n"
         f"sync.topic.configs.enabled = false\n{extra}",
     )
 
@@ -64,14 +63,14 @@ def _check_copied(bootstraps, cfg: Path, topic: str, sent: dict[int, list[Rec]],
 
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
 def test_streaming_engine_copies_every_field_and_keeps_its_progress_on_the_target(
-    bootstraps, spark, tmp_path: Path, checkpoints, mode: str
+    bootstraps, spark, tmp_path: Path, mode: str
 ) -> None:
     topic = unique("stream")
     create_topics(bootstraps["A"], {topic: 3})
     sent = {p: _records(p, 200 + 50 * p) for p in range(3)}
     for p, recs in sent.items():
         produce(bootstraps["A"], topic, p, recs)
-    cfg = _config(bootstraps, tmp_path, checkpoints, topic, EXACTLY_ONCE if mode == "exactly-once" else "")
+    cfg = _config(bootstraps, tmp_path, topic, EXACTLY_ONCE if mode == "exactly-once" else "")
     Mirror(load_config(cfg), once=True).run()
     _check_copied(bootstraps, cfg, topic, sent, exactly_once=mode == "exactly-once")
     # A second run continues from the target: nothing copied twice, the map extended.
@@ -83,12 +82,10 @@ def test_streaming_engine_copies_every_field_and_keeps_its_progress_on_the_targe
     _check_copied(bootstraps, cfg, topic, sent, exactly_once=mode == "exactly-once")
 
 
-def test_streaming_engine_copies_while_it_runs_and_stops_on_request(
-    bootstraps, spark, tmp_path: Path, checkpoints
-) -> None:
+def test_streaming_engine_copies_while_it_runs_and_stops_on_request(bootstraps, spark, tmp_path: Path) -> None:
     topic = unique("streamrun")
     create_topics(bootstraps["A"], {topic: 2})
-    cfg = _config(bootstraps, tmp_path, checkpoints, topic)
+    cfg = _config(bootstraps, tmp_path, topic)
     sent: dict[int, list[Rec]] = {0: [], 1: []}
     with running_mirror(cfg):
         for round_ in range(3):
@@ -113,14 +110,14 @@ def _count(bootstrap: str, topic: str, partition: int) -> int:
 
 
 def test_a_failed_streaming_task_is_retried_from_the_progress_on_the_target(
-    bootstraps, spark, tmp_path: Path, checkpoints, monkeypatch: pytest.MonkeyPatch
+    bootstraps, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic = unique("streamfail")
     create_topics(bootstraps["A"], {topic: 1})
     remote = f"A.{topic}"
     # The task's first attempt fails once it has handed 1,000 records to its producer in all.
     monkeypatch.setenv("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "1000")
-    cfg = _config(bootstraps, tmp_path, checkpoints, topic)
+    cfg = _config(bootstraps, tmp_path, topic)
     first, second = _records(0, 600), _records(0, 600, first=600)
     with running_mirror(cfg):
         produce(bootstraps["A"], topic, 0, first)
@@ -136,15 +133,20 @@ def test_a_failed_streaming_task_is_retried_from_the_progress_on_the_target(
     assert 0 < again <= 600, again
 
 
+@pytest.mark.parametrize("topology", ["A->B with B->A", "A->B and C->B"])
 def test_each_flow_has_tasks_of_its_own_and_a_backlog_does_not_delay_another(
-    bootstraps, spark, tmp_path: Path, checkpoints
+    bootstraps, spark, tmp_path: Path, topology: str
 ) -> None:
     """Two flows in one process (the session's two task slots, one task each): while A->B copies a
-    backlog, each of B->A's records arrives while A->B copies less than a tenth of its backlog,
-    measured in A->B's progress (the micro-batch engine's rounds: test_flows_share.py)."""
+    backlog, each of the other flow's records arrives while A->B copies less than a tenth of its
+    backlog, measured in A->B's progress. The other flow: B->A, or C->B into the same target (C is a
+    second alias of A's brokers, with its own remote topics, offset map and lease on B)."""
     big, small = unique("backlog"), unique("trickle")
+    y_source, y_alias = ("B", "B") if topology == "A->B with B->A" else ("A", "C")
+    y_target = "A" if y_alias == "B" else "B"
+    y = f"{y_alias}->{y_target}"
     create_topics(bootstraps["A"], {big: 2})
-    create_topics(bootstraps["B"], {small: 1})
+    create_topics(bootstraps[y_source], {small: 1})
     backlog = 600_000
     p = Producer({"bootstrap.servers": bootstraps["A"], "linger.ms": 20, "batch.size": 262144})
     for i in range(backlog):
@@ -159,12 +161,14 @@ def test_each_flow_has_tasks_of_its_own_and_a_backlog_does_not_delay_another(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
-        extra=f"A->B.topics = {big}\nB->A.enabled = true\nB->A.topics = {small}\nsparkmirror.engine = streaming\n",
+        extra=(
+            f"clusters = A, B, C\nC.bootstrap.servers = {bootstraps['A']}\n"
+            f"A->B.topics = {big}\n{y}.enabled = true\n{y}.topics = {small}\n"
+        ),
     )
-    trickle = Producer({"bootstrap.servers": bootstraps["B"], "linger.ms": 0})
+    trickle = Producer({"bootstrap.servers": bootstraps[y_source], "linger.ms": 0})
     watch = Consumer({"bootstrap.servers": bootstraps["B"], "group.id": unique("w")})
-    reader = Consumer({"bootstrap.servers": bootstraps["A"], "group.id": unique("r"), "enable.auto.commit": False})
+    reader = Consumer({"bootstrap.servers": bootstraps[y_target], "group.id": unique("r"), "enable.auto.commit": False})
 
     def copied() -> int:
         try:
@@ -180,14 +184,15 @@ def test_each_flow_has_tasks_of_its_own_and_a_backlog_does_not_delay_another(
             for msg in reader.consume(10, timeout=0.05):
                 if msg.error() is None and int(msg.value()) == n:
                     return
-        raise AssertionError(f"B->A's record {n} did not arrive within 60 s")
+        raise AssertionError(f"{y}'s record {n} did not arrive within 60 s")
 
     waited: list[int] = []
     with running_mirror(cfg):
         wait_for(lambda: copied() > 0, timeout_s=120, what="A->B to copy")
-        wait_for(lambda: _count(bootstraps["A"], f"B.{small}", 0) >= 0, timeout_s=120, what="B->A's remote topic")
-        reader.assign([TopicPartition(f"B.{small}", 0, 0)])
-        arrives(0)  # B->A's task is running
+        remote = f"{y_alias}.{small}"
+        wait_for(lambda: _count(bootstraps[y_target], remote, 0) >= 0, timeout_s=120, what=f"{y}'s remote topic")
+        reader.assign([TopicPartition(remote, 0, 0)])
+        arrives(0)  # the other flow's task is running
         for n in range(1, 6):
             before = copied()
             if before >= backlog:
@@ -196,7 +201,7 @@ def test_each_flow_has_tasks_of_its_own_and_a_backlog_does_not_delay_another(
             waited.append(copied() - before)
     reader.close()
     watch.close()
-    assert len(waited) >= 2, f"A->B copied its whole backlog before B->A's records were timed: {waited}"
+    assert len(waited) >= 2, f"A->B copied its whole backlog before {y}'s records were timed: {waited}"
     assert max(waited) <= backlog // 10, waited
 
 
@@ -229,13 +234,13 @@ def _cpu_seconds(pids: Iterable[int]) -> float:
     return total / tick
 
 
-def test_an_idle_streaming_flow_does_not_spin(bootstraps, spark, tmp_path: Path, checkpoints) -> None:
+def test_an_idle_streaming_flow_does_not_spin(bootstraps, spark, tmp_path: Path) -> None:
     """With nothing to copy, a flow's tasks wait in their consumer: their Python workers use at most 2%
     of a core (issue 27), whatever the commit interval."""
     topic = unique("idle")
     create_topics(bootstraps["A"], {topic: 4})
     produce(bootstraps["A"], topic, 0, _records(0, 10))
-    cfg = _config(bootstraps, tmp_path, checkpoints, topic)  # commit interval 100 ms
+    cfg = _config(bootstraps, tmp_path, topic)  # commit interval 100 ms
     # The session's workers before the flow starts: the clients earlier tests left cached in them have an
     # idle cost of their own, which is not this flow's.
     idle_workers = _pyspark_workers()
@@ -255,7 +260,7 @@ def test_an_idle_streaming_flow_does_not_spin(bootstraps, spark, tmp_path: Path,
 
 
 def test_a_killed_python_worker_is_replaced_and_its_task_resumes_from_the_target(
-    bootstraps, spark, tmp_path: Path, checkpoints
+    bootstraps, spark, tmp_path: Path
 ) -> None:
     """SIGKILL of the Python worker of a streaming task mid-stream: Spark retries the task in a new
     worker, which resumes from the progress on the target: nothing lost, and no more written again
@@ -263,7 +268,7 @@ def test_a_killed_python_worker_is_replaced_and_its_task_resumes_from_the_target
     topic = unique("workerkill")
     create_topics(bootstraps["A"], {topic: 2})
     remote = f"A.{topic}"
-    cfg = _config(bootstraps, tmp_path, checkpoints, topic)
+    cfg = _config(bootstraps, tmp_path, topic)
     sent = {p: _records(p, 400) for p in range(2)}
     with running_mirror(cfg):
         for p, recs in sent.items():

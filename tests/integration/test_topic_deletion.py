@@ -43,7 +43,7 @@ def _deleted_counted(port: int, remote: str, name: str) -> float:
 
 @pytest.mark.parametrize("sync", [False, True], ids=["remote-kept", "deletion-synced"])
 def test_a_deleted_source_topic_stops_being_copied(
-    bootstraps, spark, tmp_path: Path, checkpoints, caplog: pytest.LogCaptureFixture, sync: bool
+    bootstraps, spark, tmp_path: Path, caplog: pytest.LogCaptureFixture, sync: bool
 ):
     prefix = unique("del")
     gone, read, stays = f"{prefix}.gone", f"{prefix}.read", f"{prefix}.stays"
@@ -56,7 +56,6 @@ def test_a_deleted_source_topic_stops_being_copied(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        checkpoints=checkpoints,
         extra=(
             f"A->B.topics = {prefix}\\..*\nrefresh.topics.interval.seconds = 2\n"
             f"sparkmirror.sync.topic.deletions = {str(sync).lower()}\n"

@@ -41,18 +41,9 @@ def _apply(
     from sparkmirror.config import load_config
     from sparkmirror.control.store import change
     from sparkmirror.core.control import CONTROL_TOPIC
-    from sparkmirror.errors import ConfigError
     from sparkmirror.kafka.flowclients import FlowClients
 
     chosen = chosen_flows(load_config(config), config, flows)
-    for flow in chosen:
-        if flow.spark.engine != "streaming":
-            raise ConfigError(
-                f"flow={flow.name}: flow control is followed by the streaming engine only; the file runs this flow "
-                f"on the batch engine ({flow.name}.sparkmirror.engine or sparkmirror.source.reader = spark), where "
-                "pause, resume and throttle would not be applied: nothing written",
-                key="sparkmirror.engine",
-            )
     for flow in chosen:
         clients = FlowClients(flow)
         try:

@@ -44,7 +44,7 @@ def print_summary(runners: Sequence[Flow]) -> None:
     for r in runners:
         p = r.progress
         lag = "unknown" if p.lag is None else f"{p.lag:,}"
-        click.echo(f"flow {p.flow}: {p.records:,} records mirrored in {p.batches} batches, lag {lag}")
+        click.echo(f"flow {p.flow}: {p.records:,} records mirrored in {p.commits} commits, lag {lag}")
         if p.lost_on_source:
             click.echo(f"  LOST on {r.flow.source}: {p.lost_on_source:,} records expired before they were mirrored:")
             for loss in p.losses:
@@ -130,7 +130,7 @@ def run(
     )
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s: finishing the batch in flight, then stopping", signal.Signals(signum).name)
+        log.info("received %s: the copy tasks finish their interval, then stop", signal.Signals(signum).name)
         mirror.request_stop()
 
     signal.signal(signal.SIGTERM, on_signal)

@@ -37,7 +37,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sparkmirror.config.model import CLIENT_ROLES, ClusterConfig, FlowConfig, MirrorConfig, SparkSettings
+from sparkmirror.config.model import (
+    CLIENT_ROLES,
+    RETIRED_KEYS,
+    ClusterConfig,
+    FlowConfig,
+    MirrorConfig,
+    SparkSettings,
+)
 from sparkmirror.config.properties import parse_properties, read_properties_file
 from sparkmirror.config.providers import resolve_placeholders
 from sparkmirror.core.filters import compile_pattern_list
@@ -237,6 +244,8 @@ class _Loader:
         self.base_dir = base_dir
         self.restrict = restrict
         self.unknown: list[str] = []
+        #: Keys of the retired micro-batch engine (``RETIRED_KEYS``): ignored, with one warning.
+        self.retired: list[tuple[str, str]] = []
 
     # -- keys -------------------------------------------------------------------------------------
     def classify(self, aliases: Sequence[str]) -> tuple[dict[str, str], dict[str, dict[str, str]],
@@ -259,6 +268,9 @@ class _Loader:
                 if src == dst:
                     raise ConfigError(f"{key}: a flow needs two different clusters", key=key)
                 refuse_unsupported(rest, key, value)
+                if rest in RETIRED_KEYS:
+                    self.retired.append((key, rest))
+                    continue
                 if rest.startswith("sparkmirror."):
                     _check_sparkmirror_key(rest, key)
                 elif not (_is_known_mm2_key(rest) or _is_known_flow_only_key(rest)):
@@ -275,6 +287,9 @@ class _Loader:
                 per_cluster[head][rest] = value
                 continue
             refuse_unsupported(key, key, value)
+            if key in RETIRED_KEYS:
+                self.retired.append((key, key))
+                continue
             if key.startswith("sparkmirror."):
                 _check_sparkmirror_key(key, key)
             elif not _is_known_mm2_key(key):
@@ -335,21 +350,10 @@ class _Loader:
                     shown = shown_prefix + key
                     data[name] = _convert(raw, SparkSettings.model_fields[name].annotation, shown)
                     keys[name] = shown
-        location = data.get("checkpoint_location")
-        if self.base_dir is not None and isinstance(location, str) and location and "://" not in location:
-            # Not the working directory: a run started elsewhere must find the same checkpoints.
-            data["checkpoint_location"] = str(self.base_dir / Path(location).expanduser())
         try:
             settings = SparkSettings.model_validate({"conf": conf, **data})
         except ValidationError as exc:
             raise _validation_error(exc, keys, "sparkmirror") from None
-        if settings.throttle_bytes_per_second is not None and settings.engine != "streaming":
-            key = keys["throttle_bytes_per_second"]
-            raise ConfigError(
-                f"{key}: set for a flow on the batch engine, which does not follow it (a byte limit is held by "
-                "the streaming engine's tasks only): remove sparkmirror.engine = batch or the limit",
-                key=key,
-            )
         return settings
 
     @staticmethod
@@ -475,6 +479,12 @@ class _Loader:
                         "expected host:port[,host:port...]",
                         key=key,
                     )
+        for shown, key in self.retired:
+            log.warning(
+                "Ignoring %s: the micro-batch engine it tuned was retired (%s); remove the key",
+                shown,
+                RETIRED_KEYS[key],
+            )
         if self.unknown:
             log.warning("Ignoring %d unknown configuration key(s): %s", len(self.unknown), ", ".join(self.unknown))
         return MirrorConfig(

@@ -9,7 +9,6 @@ The model never reads files; :mod:`sparkmirror.config.loader` builds it.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from functools import cached_property
@@ -86,11 +85,13 @@ def reveal(props: ClientProps, reveal_secrets: bool = False) -> dict[str, str]:
     return out
 
 
-def default_checkpoint_location() -> str:
-    """``$XDG_STATE_HOME/sparkmirror/checkpoints``, else ``~/.local/state/sparkmirror/checkpoints``:
-    absolute, so ``run`` started from another directory finds the same checkpoints."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(os.path.abspath(state), "sparkmirror", "checkpoints")
+#: Keys of the retired micro-batch engine: a file that still sets one loads (they tuned nothing that
+#: changes what is copied), and one warning names them with the reason.
+RETIRED_KEYS = {
+    "sparkmirror.trigger.interval.ms": "the micro-batch trigger; the streaming engine copies each record as it arrives",
+    "sparkmirror.task.max.records": "micro-batch rounds; the streaming engine's flows share the cores by their tasks",
+    "sparkmirror.checkpoint.location": "Spark's checkpoint; the streaming engine keeps its progress on the target only",
+}
 
 
 class _Frozen(BaseModel):
@@ -138,20 +139,12 @@ class SparkSettings(_Frozen):
     """Spark master URL (``local[*]`` runs Spark inside the sparkmirror process)."""
     conf: ClientProps = Field(default_factory=dict, alias="sparkmirror.spark.conf")
     """Extra Spark configuration, from ``sparkmirror.spark.conf.<spark key> = value``."""
-    checkpoint_location: str = Field(
-        default_factory=lambda: default_checkpoint_location(), alias="sparkmirror.checkpoint.location"
-    )
-    """Directory (or URI) under which each flow keeps its Spark checkpoint, one sub-directory per flow.
-    Default: ``$XDG_STATE_HOME/sparkmirror/checkpoints`` (``~/.local/state/…``), whatever the working
-    directory; a relative path is taken from the configuration file's directory. Losing it costs no
-    record twice: a flow without its checkpoint resumes from what the target says was mirrored."""
     engine: Literal["batch", "streaming"] = Field(default="streaming", alias="sparkmirror.engine")
-    """How the copy runs on Spark. ``streaming`` (default): long-running Spark tasks, each owning a set of
-    source partitions with one consumer and one producer, copying every record as it arrives and making
-    progress durable on the target every ``sparkmirror.commit.interval.ms`` (the latency of MM2;
-    docs/decisions.md, "The streaming engine"); direct reader and Python writer only. ``batch``:
-    Structured Streaming micro-batches, each planned, copied by short tasks and committed in Spark's
-    checkpoint; the default when ``sparkmirror.source.reader = spark`` is set, which only it runs."""
+    """How the copy runs on Spark: ``streaming``, the only engine: long-running Spark tasks, each owning a
+    set of source partitions with one consumer and one producer, copying every record as it arrives and
+    making progress durable on the target every ``sparkmirror.commit.interval.ms`` (the latency of MM2;
+    docs/decisions.md, "The streaming engine"). ``batch`` (Structured Streaming micro-batches) was retired
+    (issue 27; docs/decisions.md, "The micro-batch engine, retired") and is refused with the reason."""
     commit_interval_ms: int = Field(default=200, ge=10, le=600_000, alias="sparkmirror.commit.interval.ms")
     """Streaming engine: how often each task makes its progress durable on the target (offset-map
     segments and each partition's next source offset; exactly-once: one transaction per transaction
@@ -166,25 +159,14 @@ class SparkSettings(_Frozen):
     report_port: int = Field(default=0, ge=0, le=65535, alias="sparkmirror.report.port")
     """Global, streaming engine: the driver's port its tasks report to every commit interval (0: any
     free port). On Kubernetes, a fixed port the driver's Service exposes, as ``spark.driver.port``."""
-    trigger_interval_ms: int = Field(default=100, ge=0, alias="sparkmirror.trigger.interval.ms")
-    """Micro-batch trigger interval in milliseconds (0: start the next batch at once). Under load batches
-    run back to back; the interval sets how often an idle flow asks the source for new records, and so the
-    latency at low rates (measured in docs/performance.md)."""
     batch_max_records: int = Field(default=2_000_000, ge=1, alias="sparkmirror.batch.max.records")
     """Most records read per micro-batch across all partitions (Spark's ``maxOffsetsPerTrigger``). Each
     batch ends on a barrier (every task flushes, then the driver commits), so larger batches copy faster;
     with the direct reader a batch's size does not set its memory (measured in docs/performance.md)."""
-    task_max_records: int = Field(default=25_000, ge=1, alias="sparkmirror.task.max.records")
-    """When several flows run in one process: most records one task copies before its core is free
-    for another flow. A larger batch is copied in rounds (each partition's range cut in order, one
-    Spark job per round), so a flow with a big backlog holds the cores for about a round at a time
-    and Spark's fair scheduler hands them to the other flows in between (docs/decisions.md). A lone
-    flow copies each batch in one round. Direct reader only."""
     source_reader: Literal["direct", "spark"] = Field(default="direct", alias="sparkmirror.source.reader")
-    """How records are read from the source. ``direct``: Spark's Kafka source plans each micro-batch's
-    offset ranges and the tasks read them with librdkafka (less CPU per record, docs/performance.md).
-    ``spark``: the records go through Spark's Kafka source, Arrow and the Python worker (for source
-    settings only the Java client knows; JKS stores are converted for librdkafka, docs/security.md)."""
+    """How records are read from the source: ``direct``, each streaming task's librdkafka consumer (the
+    only reader). ``spark`` (Spark's Kafka source, Arrow and the Python worker) ran on the retired
+    micro-batch engine only and is refused with the reason (docs/decisions.md)."""
     writer: Literal["python", "jvm"] = Field(default="python", alias="sparkmirror.writer")
     """Who copies the records: ``python``, the executors' Python workers with librdkafka (the only
     writer: every record rule is written once, in ``pipeline/executor/sink.py``). ``jvm`` was retired
@@ -197,6 +179,28 @@ class SparkSettings(_Frozen):
             raise ValueError(
                 "the JVM writer was retired: the streaming engine copies with the Python writer at MM2's latency "
                 'and above the JVM writer\'s throughput (docs/decisions.md, "The JVM writer"); remove the key'
+            )
+        return value
+
+    @field_validator("engine")
+    @classmethod
+    def _batch_retired(cls, value: str) -> str:
+        if value == "batch":
+            raise ValueError(
+                "the micro-batch engine was retired: the streaming engine copies at MM2's latency with every "
+                'guarantee of the micro-batches (docs/decisions.md, "The micro-batch engine, retired"); remove '
+                "the key"
+            )
+        return value
+
+    @field_validator("source_reader")
+    @classmethod
+    def _spark_reader_retired(cls, value: str) -> str:
+        if value == "spark":
+            raise ValueError(
+                "Spark's Kafka reader ran on the retired micro-batch engine only; the streaming engine reads "
+                "with librdkafka, which takes the source's TLS and SASL settings (JKS stores converted, "
+                'docs/security.md; docs/decisions.md, "The micro-batch engine, retired"); remove the key'
             )
         return value
 
@@ -250,18 +254,6 @@ class SparkSettings(_Frozen):
     @classmethod
     def _hide_secrets(cls, value: Mapping[str, Any]) -> ClientProps:
         return _protect(value)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _engine_for_the_reader(cls, data: Any) -> Any:
-        """Without ``sparkmirror.engine``, a flow set to Spark's reader keeps the engine that runs it
-        (micro-batches), as before the streaming engine was the default."""
-        if not isinstance(data, Mapping) or "sparkmirror.engine" in data or "engine" in data:
-            return data
-        reader = data.get("sparkmirror.source.reader", data.get("source_reader"))
-        if reader == "spark":
-            return {**data, "sparkmirror.engine": "batch"}
-        return data
 
     def spark_conf(self, reveal_secrets: bool = False) -> dict[str, str]:
         """The Spark configuration as plain strings (secrets hidden unless ``reveal_secrets``)."""
@@ -410,11 +402,6 @@ class FlowConfig(_Frozen):
     def _check(self) -> FlowConfig:
         if self.source == self.target:
             raise ValueError(f"a flow needs two different clusters, got {self.source}->{self.target}")
-        if self.spark.engine == "streaming" and self.spark.source_reader != "direct":
-            raise ValueError(
-                f"flow {self.name}: sparkmirror.engine = streaming reads with the direct reader; "
-                "unset sparkmirror.source.reader"
-            )
         # Build the policy and filters once so that a bad class name or regex fails at load time.
         _ = self.policy, self.topic_filter, self.group_filter, self.config_property_filter
         return self

@@ -189,12 +189,9 @@ class FlowClients:
         validate_librdkafka(
             self.target_producer, role=f"flow={flow.name} target producer", key_hint=f"{flow.target}.producer"
         )
-        if flow.spark.source_reader == "direct":
-            validate_librdkafka(
-                self.source_consumer,
-                role=f"flow={flow.name} source consumer (sparkmirror.source.reader = direct)",
-                key_hint=f"{flow.source}.consumer",
-            )
+        validate_librdkafka(
+            self.source_consumer, role=f"flow={flow.name} source consumer", key_hint=f"{flow.source}.consumer"
+        )
         for props, role, hint in (
             (flow.source_admin_props(reveal_secrets=True), "source admin", f"{flow.source}.admin"),
             (flow.target_admin_props(reveal_secrets=True), "target admin", f"{flow.target}.admin"),

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparkmirror.artifacts import installed_pyspark_version, spark_kafka_artifacts
+from sparkmirror.artifacts import spark_kafka_artifacts
 from sparkmirror.config.model import is_secret_key
 from sparkmirror.kafka.stores import private_dir
 
@@ -34,57 +34,26 @@ log = logging.getLogger(__name__)
 SPARK_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
-    "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
-    "spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "false",
-    # Spark's own retry of a failed writer task replays the same offset
-    # range; the producer is idempotent, so retries cost duplicates at most.
+    # Spark's own retry of a failed copy task starts from the progress on the target; the producer
+    # is idempotent, so a retry costs duplicates at most (none exactly once).
     "spark.task.maxFailures": "4",
     "spark.driver.memory": "1g",
     "spark.executor.memory": "1g",
-    "spark.sql.streaming.stopTimeout": "30000",
     "spark.python.worker.reuse": "true",
     "spark.ui.showConsoleProgress": "false",
-    # Adaptive query execution does nothing for a streaming query, and Spark warns at every query
-    # start that it is "not supported in streaming" when it is on (its default).
-    "spark.sql.adaptive.enabled": "false",
     # Each flow's jobs run in a pool of their own (``pool_name``): a free core goes to the flow with
     # the fewest running tasks, not to the oldest job, so a flow with a backlog does not hold every
     # core while the others wait (docs/decisions.md, "Several flows share the application").
     "spark.scheduler.mode": "FAIR",
 }
 
-#: The local property that names a job's fair-scheduler pool; streaming queries inherit it from the
-#: thread that starts them.
+#: The local property that names a job's fair-scheduler pool.
 SCHEDULER_POOL = "spark.scheduler.pool"
 
 
 def pool_name(flow: str) -> str:
     """The fair-scheduler pool of a flow's jobs (one per flow, made by Spark at first use with weight 1)."""
     return f"sparkmirror {flow}"
-
-
-#: Spark 4.1 moved its streaming engine's classes from this package into sub-packages
-#: (``checkpointing``, ``runtime``, ...); names below are given for both layouts.
-_STREAMING = "org.apache.spark.sql.execution.streaming"
-
-
-def _moved_in_spark_4_1(spark_version: str) -> bool:
-    major, minor = (int(p) for p in spark_version.split(".")[:2])
-    return (major, minor) >= (4, 1)
-
-
-def checkpoint_file_manager(spark_version: str) -> str:
-    """Spark's FileSystem-based checkpoint file manager, named for ``spark_version``'s package layout.
-
-    Checkpoints are local paths (``driver/query.checkpoint_dir``). Spark's default manager writes
-    each offset- and commit-log file through Hadoop's FileContext, which without Hadoop's native
-    library forks `chmod` for the file and its checksum, twice per micro-batch; through the
-    FileSystem API (a temporary file, then an atomic rename, as before) it is several times faster
-    (measured in docs/performance.md). A name Spark does not have would fail every query at its
-    start, so it follows the installed Spark.
-    """
-    package = f"{_STREAMING}.checkpointing" if _moved_in_spark_4_1(spark_version) else _STREAMING
-    return f"{package}.FileSystemBasedCheckpointFileManager"
 
 
 def build_session(
@@ -95,7 +64,6 @@ def build_session(
 
     jar_paths = [str(j) for j in [*spark_kafka_artifacts().jars(), *jars]]
     settings = dict(SPARK_DEFAULTS)
-    settings["spark.sql.streaming.checkpointFileManagerClass"] = checkpoint_file_manager(installed_pyspark_version())
     if master.startswith("local"):
         # local[N,F]: F task attempts, as spark.task.maxFailures elsewhere.
         if "," not in master and master.startswith("local["):
@@ -173,17 +141,10 @@ def _escape(text: str) -> str:
     return ("\\" + out) if out.startswith(" ") else out
 
 
-#: Spark loggers whose warnings describe how sparkmirror is meant to run. ProcessingTimeExecutor warns
-#: on every micro-batch that takes longer than the trigger interval: under load a mirror's batches
-#: run back to back by design (``sparkmirror.trigger.interval.ms``), which made one line per batch.
-#: Both names: the class moved in Spark 4.1, and quieting a logger that no class uses costs nothing.
-#: FairSchedulableBuilder warns once per pool that it made the pool with default settings (weight 1,
-#: no minimum share): what each flow's pool is meant to be.
-_EXPECTED_WARNINGS = (
-    f"{_STREAMING}.ProcessingTimeExecutor",
-    f"{_STREAMING}.runtime.ProcessingTimeExecutor",
-    "org.apache.spark.scheduler.FairSchedulableBuilder",
-)
+#: Spark loggers whose warnings describe how sparkmirror is meant to run. FairSchedulableBuilder warns
+#: once per pool that it made the pool with default settings (weight 1, no minimum share): what each
+#: flow's pool is meant to be.
+_EXPECTED_WARNINGS = ("org.apache.spark.scheduler.FairSchedulableBuilder",)
 
 
 def _quiet_expected_warnings(spark: SparkSession) -> None:

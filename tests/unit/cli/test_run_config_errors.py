@@ -38,7 +38,7 @@ def _run(tmp_path: Path, text: str, *args: str):
         ("topics.exclude = (a\n", "topics.exclude", "regex"),
         ("A->C.enabled = true\n", "A->C", "A, B"),
         ("replication.policy.class = com.example.NoSuchPolicy\n", "replication.policy.class", "Default"),
-        ("sparkmirror.trigger.interval.ms = soon\n", "sparkmirror.trigger.interval.ms", "integer"),
+        ("sparkmirror.commit.interval.ms = soon\n", "sparkmirror.commit.interval.ms", "integer"),
         ("sparkmirror.no.such.key = 1\n", "sparkmirror.no.such.key", ""),
     ],
 )

@@ -1,7 +1,9 @@
-"""``sparkmirror.engine``: streaming by default; micro-batches for what only they run."""
+"""``sparkmirror.engine``: the streaming engine, the only one; the retired engines' keys are refused or
+ignored with the reason."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -28,12 +30,39 @@ def test_the_streaming_engine_is_the_default(tmp_path: Path) -> None:
     assert load_config(_file(tmp_path, "")).flows[0].spark.commit_interval_ms == 200
 
 
-def test_sparks_reader_keeps_micro_batches_unless_told(tmp_path: Path) -> None:
-    line = "sparkmirror.source.reader = spark"
-    assert _engine(tmp_path, line + "\n") == "batch"
-    assert _engine(tmp_path, f"A->B.{line}\n") == "batch"  # per flow too
-    with pytest.raises(ConfigError, match="sparkmirror.engine = streaming reads with the direct reader"):
-        _engine(tmp_path, f"{line}\nsparkmirror.engine = streaming\n")
+@pytest.mark.parametrize(
+    ("line", "key", "reason"),
+    [
+        ("sparkmirror.engine = batch", "sparkmirror.engine", "the micro-batch engine was retired"),
+        ("A->B.sparkmirror.engine = BATCH", "A->B.sparkmirror.engine", "the micro-batch engine was retired"),
+        ("sparkmirror.source.reader = spark", "sparkmirror.source.reader", "retired micro-batch engine only"),
+        ("A->B.sparkmirror.source.reader = spark", "A->B.sparkmirror.source.reader", "retired micro-batch engine"),
+    ],
+)
+def test_the_retired_micro_batch_engine_is_refused_with_the_reason(
+    tmp_path: Path, line: str, key: str, reason: str
+) -> None:
+    with pytest.raises(ConfigError, match=reason) as raised:
+        _engine(tmp_path, line + "\n")
+    assert raised.value.key == key and str(raised.value).startswith(key)
+    assert "remove the key" in str(raised.value)
+
+
+def test_what_the_streaming_engine_is_may_still_be_named(tmp_path: Path) -> None:
+    assert _engine(tmp_path, "sparkmirror.engine = streaming\nsparkmirror.source.reader = direct\n") == "streaming"
+
+
+def test_the_micro_batch_engines_tuning_keys_are_ignored_with_one_warning_each(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = ["sparkmirror.trigger.interval.ms = 500", "A->B.sparkmirror.task.max.records = 9"]
+    keys.append("sparkmirror.checkpoint.location = /var/lib/sparkmirror")
+    with caplog.at_level(logging.WARNING, logger="sparkmirror.config"):
+        assert _engine(tmp_path, "\n".join(keys) + "\n") == "streaming"
+    said = [r.getMessage() for r in caplog.records if "micro-batch engine it tuned was retired" in r.getMessage()]
+    assert len(said) == 3, said
+    assert any(m.startswith("Ignoring A->B.sparkmirror.task.max.records:") for m in said), said
+    assert any("progress on the target only" in m for m in said), said  # the checkpoint's reason
 
 
 @pytest.mark.parametrize("line", ["sparkmirror.writer = jvm", "A->B.sparkmirror.writer = JVM"])
@@ -42,11 +71,6 @@ def test_the_retired_jvm_writer_is_refused_with_the_reason(tmp_path: Path, line:
         _engine(tmp_path, line + "\n")
     assert "sparkmirror.writer" in str(raised.value)
     assert _engine(tmp_path, "sparkmirror.writer = python\n") == "streaming"
-
-
-def test_batch_is_chosen_by_name(tmp_path: Path) -> None:
-    assert _engine(tmp_path, "sparkmirror.engine = batch\n") == "batch"
-    assert _engine(tmp_path, "A->B.sparkmirror.engine = batch\n") == "batch"
 
 
 def test_a_commit_interval_out_of_range_names_the_key(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import pytest
@@ -91,35 +90,6 @@ def test_mm2_example_file_from_path(tmp_path: Path) -> None:
     assert len(load_config(str(path)).flows) == 2
 
 
-def test_default_checkpoint_location_does_not_depend_on_the_working_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    path = tmp_path / "mm2.properties"
-    path.write_text(MM2_EXAMPLE, encoding="utf-8")
-    seen = set()
-    for cwd in (tmp_path, tmp_path.parent):
-        monkeypatch.chdir(cwd)
-        seen.add(load_config(path).flows[0].spark.checkpoint_location)
-    assert seen == {str(tmp_path / "state" / "sparkmirror" / "checkpoints")}
-
-
-def test_relative_checkpoint_location_is_taken_from_the_config_files_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    conf = tmp_path / "conf"
-    conf.mkdir()
-    path = conf / "mm2.properties"
-    path.write_text(
-        MM2_EXAMPLE + "sparkmirror.checkpoint.location = ckpt\nA->B.sparkmirror.checkpoint.location = ../b\n"
-    )
-    monkeypatch.chdir(tmp_path.parent)
-    cfg = load_config(path)
-    assert cfg.spark.checkpoint_location == str(conf / "ckpt")
-    assert cfg.flow("A->B").spark.checkpoint_location == str(conf / ".." / "b")
-    assert cfg.flow("B->A").spark.checkpoint_location == str(conf / "ckpt")
-
-
 def test_missing_file() -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_config("/nonexistent/mm2.properties")
@@ -149,10 +119,9 @@ def test_mm2_defaults() -> None:
     assert not flow.config_property_filter.should_replicate("min.insync.replicas")
     assert flow.spark == SparkSettings()
     assert flow.spark.master == "local[*]"
-    assert flow.spark.checkpoint_location == os.path.expanduser("~/.local/state/sparkmirror/checkpoints")
     assert flow.spark.source_loss == "report"
     assert flow.spark.stop_on_flow_failure is False
-    assert flow.spark.trigger_interval_ms == 100
+    assert flow.spark.commit_interval_ms == 200
     assert flow.spark.batch_max_records == 2_000_000
     assert flow.spark.progress_interval_seconds == 10
 
@@ -225,22 +194,20 @@ B->A.enabled = true
 sparkmirror.spark.master = spark://m:7077
 sparkmirror.spark.conf.spark.executor.memory = 1g
 sparkmirror.spark.conf.spark.sql.shuffle.partitions = 4
-sparkmirror.trigger.interval.ms = 500
-A->B.sparkmirror.trigger.interval.ms = 0
+sparkmirror.commit.interval.ms = 500
+A->B.sparkmirror.commit.interval.ms = 50
 A->B.sparkmirror.batch.max.records = 1000
 A->B.sparkmirror.spark.conf.spark.executor.memory = 2g
-A->B.sparkmirror.checkpoint.location = /data/ckpt
 """
     )
     config = load(text)
     ab, ba = config.flow("A->B"), config.flow("B->A")
-    assert config.spark.master == "spark://m:7077" and config.spark.trigger_interval_ms == 500
+    assert config.spark.master == "spark://m:7077" and config.spark.commit_interval_ms == 500
     assert ab.spark.master == "spark://m:7077"
-    assert ab.spark.trigger_interval_ms == 0 and ba.spark.trigger_interval_ms == 500
+    assert ab.spark.commit_interval_ms == 50 and ba.spark.commit_interval_ms == 500
     assert ab.spark.batch_max_records == 1000 and ba.spark.batch_max_records == 2_000_000
     assert ab.spark.spark_conf() == {"spark.executor.memory": "2g", "spark.sql.shuffle.partitions": "4"}
     assert ba.spark.spark_conf()["spark.executor.memory"] == "1g"
-    assert ab.spark.checkpoint_location == "/data/ckpt"
 
 
 # -- --clusters -----------------------------------------------------------------------------------
@@ -467,7 +434,7 @@ def test_missing_clusters() -> None:
     "line",
     [
         "sparkmirror.spark.mastr = local",
-        "A->B.sparkmirror.trigger.interval = 5",
+        "A->B.sparkmirror.commit.interval = 5",
         "sparkmirror.spark.conf. = x",
     ],
 )

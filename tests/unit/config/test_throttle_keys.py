@@ -50,9 +50,3 @@ def test_a_bad_limit_names_its_key(extra: str, key: str) -> None:
         load_config(BASE + extra)
     assert err.value.key == key
     assert str(err.value).startswith(key)
-
-
-def test_a_limit_with_the_batch_engine_is_refused_naming_the_limit() -> None:
-    with pytest.raises(ConfigError) as err:
-        load_config(BASE + "sparkmirror.engine = batch\nA->B.sparkmirror.throttle.bytes.per.second = 10\n")
-    assert "batch engine" in str(err.value) and "throttle.bytes.per.second" in str(err.value)

@@ -1,10 +1,10 @@
-"""How a micro-batch's planned ranges are shared out among tasks."""
+"""How a flow's source partitions are shared out among its copy tasks."""
 
 from __future__ import annotations
 
 import pytest
 
-from sparkmirror.core.ranges import MIN_RECORDS_PER_TASK, SourceRange, check_disjoint, rounds, share_out, task_count
+from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out
 
 
 def r(p: int, size: int, topic: str = "t") -> SourceRange:
@@ -51,54 +51,6 @@ def test_a_partition_planned_twice_is_refused() -> None:
 def test_tasks_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         share_out([r(0, 1)], 0)
-
-
-def test_a_small_batch_is_one_task_and_a_large_one_uses_every_core() -> None:
-    assert task_count(0, 2, exactly_once=False) == 1
-    assert task_count(5_000, 2, exactly_once=False) == 1
-    assert task_count(MIN_RECORDS_PER_TASK * 2 - 1, 2, exactly_once=False) == 1
-    assert task_count(MIN_RECORDS_PER_TASK * 2, 2, exactly_once=False) == 2
-    assert task_count(2_000_000, 2, exactly_once=False) == 2
-    assert task_count(2_000_000, 8, exactly_once=False) == 8
-    assert task_count(30, 4, exactly_once=False, min_records=10) == 3
-
-
-def test_exactly_once_uses_every_core_whatever_the_batch() -> None:
-    assert task_count(5, 2, exactly_once=True) == 2
-    assert task_count(2_000_000, 8, exactly_once=True) == 8
-
-
-def test_cores_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="cores"):
-        task_count(100, 0, exactly_once=False)
-
-
-def test_a_batch_within_the_limit_is_one_round_unchanged() -> None:
-    ranges = [SourceRange("t", 0, 0, 10), SourceRange("t", 1, 5, 5), SourceRange("u", 0, 3, 8)]
-    assert rounds(ranges, 15) == [[SourceRange("t", 0, 0, 10), SourceRange("u", 0, 3, 8)]]
-    assert rounds([SourceRange("t", 0, 4, 4)], 10) == []
-
-
-def test_rounds_cut_each_partition_in_order_and_cover_every_offset_once() -> None:
-    ranges = [SourceRange("t", 0, 100, 1_100), SourceRange("t", 1, 0, 30), SourceRange("u", 2, 7, 507)]
-    out = rounds(ranges, 200)
-    assert all(sum(r.size for r in piece) <= 200 for piece in out)
-    for original in ranges:
-        pieces = [r for piece in out for r in piece if (r.topic, r.partition) == (original.topic, original.partition)]
-        assert pieces[0].start == original.start and pieces[-1].until == original.until
-        assert all(a.until == b.start for a, b in zip(pieces, pieces[1:], strict=False))  # consecutive, no gap
-        assert all(r.size > 0 for r in pieces)
-    # A partition that is done leaves its share to the others: 1,000 + 500 + 30 records in 9 rounds.
-    assert len(out) == 9
-    for piece in out:
-        check_disjoint([[r] for r in piece])  # no partition twice in one round
-
-
-def test_more_partitions_than_the_limit_get_one_record_each_per_round() -> None:
-    ranges = [SourceRange("t", p, 0, 2) for p in range(5)]
-    assert rounds(ranges, 3) == [[SourceRange("t", p, i, i + 1) for p in range(5)] for i in range(2)]
-    with pytest.raises(ValueError):
-        rounds(ranges, 0)
 
 
 def test_a_transaction_group_goes_to_one_task() -> None:

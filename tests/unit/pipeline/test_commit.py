@@ -17,6 +17,7 @@ from sparkmirror.pipeline.executor import clients, commit, waits
 from sparkmirror.pipeline.executor import sink as sink_module
 from sparkmirror.pipeline.executor.commit import Transactional
 from sparkmirror.pipeline.executor.plan import WritePlan
+from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.sink import Sink
 
 
@@ -113,10 +114,15 @@ def _write(plan: WritePlan, partitions: list[tuple[str, int]]) -> Sink:
     return sink
 
 
+def _finish(sink: Sink) -> list[PartitionResult]:
+    """The task's interval ends: every partition written is made final (as the streaming task does)."""
+    return sink.finish(sink.seal())
+
+
 def test_one_transaction_per_group_carries_every_partitions_progress(producers: dict[str, list[Any]]) -> None:
     plan = _plan(2)
     partitions = [("t", p) for p in range(6)]
-    results = _write(plan, partitions).close()
+    results = _finish(_write(plan, partitions))
     assert len(results) == 6 and all(r.records == 3 for r in results)
     # One producer per group, made once in the task although the group has three partitions.
     assert sorted(producers) == ["sparkmirror-A-B-#0-of-2", "sparkmirror-A-B-#1-of-2"]
@@ -130,7 +136,7 @@ def test_one_transaction_per_group_carries_every_partitions_progress(producers: 
 
 
 def test_per_partition_layout_has_a_transaction_per_partition(producers: dict[str, list[Any]]) -> None:
-    _write(_plan(0), [("t", 0), ("t", 1)]).close()
+    _finish(_write(_plan(0), [("t", 0), ("t", 1)]))
     assert sorted(producers) == ["sparkmirror-A-B-t-0", "sparkmirror-A-B-t-1"]
     for (p,) in producers.values():
         assert [c[0] for c in p.calls] == ["begin", "segment", "offsets", "commit"]
@@ -172,7 +178,7 @@ def test_a_send_offsets_that_never_answers_while_the_progress_group_answers_fail
     started = time.monotonic()
     try:
         with pytest.raises(WriteError) as raised:
-            sink.close()
+            _finish(sink)
     finally:
         stuck.set()
     assert time.monotonic() - started < 5, "failed at the probe's threshold, not after target_wait_s (120 s)"
@@ -257,7 +263,7 @@ def refusing(monkeypatch: pytest.MonkeyPatch) -> list[RefusingProducer]:
 
 def test_a_refused_batch_is_named_when_the_records_queued_behind_it_were_purged(refusing: list[Any]) -> None:
     sink = _write(_plan(1), [("t", 1), ("t", 0)])  # t[1] refused, then t[0]'s records purged
-    results = sink.close()
+    results = _finish(sink)
     (producer,) = refusing
     assert ("abort",) in producer.calls and ("commit",) not in producer.calls
     (refused,) = [r for r in results if r.error]

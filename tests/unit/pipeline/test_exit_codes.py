@@ -77,7 +77,7 @@ def test_run_counts_report_mode_losses_with_a_stopped_flow(tmp_path, monkeypatch
     from sparkmirror.pipeline.driver.mirror import Mirror
 
     def flow(name: str, lost: int, failure: Exception | None) -> SimpleNamespace:
-        progress = SimpleNamespace(flow=name, records=0, batches=0, lag=0, lost_on_source=lost, losses=[])
+        progress = SimpleNamespace(flow=name, records=0, commits=0, lag=0, lost_on_source=lost, losses=[])
         return SimpleNamespace(
             progress=progress, failure=failure, subscribed={}, clients=SimpleNamespace(close=lambda: None)
         )

@@ -1,32 +1,10 @@
-"""Settings the session derives (Spark class names per version, the executors' Python), without starting Spark.
-
-Spark 4.1 moved its streaming engine's classes into sub-packages; a checkpoint
-file manager named in the old package fails every query at its start.
-"""
+"""Settings the session derives (the executors' Python), without starting Spark."""
 
 from __future__ import annotations
 
 import sys
 
-import pytest
-
-from sparkmirror.pipeline.session import checkpoint_file_manager, executor_python
-
-_STREAMING = "org.apache.spark.sql.execution.streaming"
-
-
-@pytest.mark.parametrize(
-    ("version", "package"),
-    [
-        ("4.0.0", _STREAMING),
-        ("4.0.5", _STREAMING),
-        ("4.1.1", f"{_STREAMING}.checkpointing"),
-        ("4.2.0", f"{_STREAMING}.checkpointing"),
-        ("5.0.0.dev1", f"{_STREAMING}.checkpointing"),
-    ],
-)
-def test_checkpoint_file_manager_follows_the_spark_version(version: str, package: str) -> None:
-    assert checkpoint_file_manager(version) == f"{package}.FileSystemBasedCheckpointFileManager"
+from sparkmirror.pipeline.session import executor_python
 
 
 def test_executor_python_from_the_setting_wins_over_the_environment() -> None:

@@ -1,5 +1,5 @@
-"""The sink's per-batch work without a broker: headers from Arrow in bulk, the size bound, and the
-pairing of delivery reports with upstream offsets (report order = produce order, verified)."""
+"""The sink's work without a broker: the size bound, and the pairing of delivery reports with
+upstream offsets (report order = produce order, verified)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import threading
 import time
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
 from sparkmirror.core.policy import DefaultReplicationPolicy
@@ -23,41 +22,18 @@ from sparkmirror.pipeline.executor.sink import (
     record_size,
     settle_record_failures,
 )
-from sparkmirror.pipeline.executor.sources import _headers, _runs
 
-HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+#: Keys and headers of records (as the task's consumer hands them over).
 CASES = [
-    [[{"key": "a", "value": b"1"}], [{"key": "b", "value": None}]],  # one header each
-    [[{"key": "a", "value": b"1"}, {"key": "c", "value": b"22"}], [], None, [{"key": "d", "value": b"x"}]],
-    [None, None],
-    [[{"key": "a", "value": b"1"}, {"key": "b", "value": b"2"}], []],  # as many headers as rows, unevenly
+    [(b"k", [("a", b"1")]), (None, [("b", None)])],  # one header each
+    [(b"k", [("a", b"1"), ("c", b"22")]), (b"k", []), (b"k", None), (None, [("d", b"x")])],
+    [(b"k", None), (None, None)],
+    [(b"k", [("a", b"1"), ("b", b"2")]), (None, [])],
 ]
 
 
-def _batch(headers: list[Any], topics: list[str] | None = None, partitions: list[int] | None = None) -> Any:
-    n = len(headers)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([b"k"] * (n - 1) + [None], pa.binary()),
-            pa.array([b"vv"] * n, pa.binary()),
-            pa.array(topics or ["t"] * n),
-            pa.array(partitions or [0] * n, pa.int32()),
-            pa.array(range(n), pa.int64()),
-            pa.array([1] * n, pa.int64()),
-            pa.array(headers, HEADER_TYPE),
-        ],
-        names=["key", "value", "topic", "partition", "offset", "timestamp_ms", "headers"],
-    )
-
-
 @pytest.mark.parametrize("rows", CASES)
-def test_headers_from_arrow_match_the_rows(rows: list[Any]) -> None:
-    want = [[(h["key"], h["value"]) for h in r] if r else None for r in rows]
-    assert _headers(pa.array(rows, HEADER_TYPE)) == want
-
-
-@pytest.mark.parametrize("rows", CASES)
-def test_a_record_over_the_limit_is_refused_before_it_is_sent(rows: list[Any]) -> None:
+def test_a_record_over_the_limit_is_refused_before_it_is_sent(rows: list[tuple[bytes | None, Any]]) -> None:
     class Never:
         def produce(self, *_a: Any, **_k: Any) -> None:
             raise AssertionError("a record over the limit reached the producer")
@@ -77,11 +53,8 @@ def test_a_record_over_the_limit_is_refused_before_it_is_sent(rows: list[Any]) -
         def begin(self, w: PartitionWrite) -> None:
             w.begun = True
 
-    batch = _batch(rows)
-    keys = batch.column(0).to_pylist()
-    headers = _headers(batch.column(6))
-    for i in range(len(rows)):
-        limit = record_size(keys[i], b"vv", headers[i]) - 1
+    for key, headers in rows:
+        limit = record_size(key, b"vv", headers) - 1
         plan = WritePlan(
             flow="A->B",
             source_alias="A",
@@ -90,15 +63,9 @@ def test_a_record_over_the_limit_is_refused_before_it_is_sent(rows: list[Any]) -
             max_record_bytes={"A.t": limit},
         )
         sink = Sink(plan, Commit())  # type: ignore[arg-type]
-        sink.write(("t", 0), [(7, keys[i], b"vv", 1, headers[i])])
+        sink.write(("t", 0), [(7, key, b"vv", 1, headers)])
         w = sink.parts[("t", 0)]
         assert [f[0] for f in w.record_failures] == [7] and w.local_refusals == 1
-
-
-def test_runs_split_a_batch_by_source_partition() -> None:
-    batch = _batch([None] * 5, topics=["t", "t", "u", "u", "t"], partitions=[0, 0, 0, 1, 1])
-    assert _runs(batch) == [(0, 2, "t", 0), (2, 3, "u", 0), (3, 4, "u", 1), (4, 5, "t", 1)]
-    assert _runs(_batch([None] * 3)) == [(0, 3, "t", 0)]
 
 
 class _Err:

@@ -28,9 +28,7 @@ class StandInFlow:
         self.once = once
         self.stop_requested = threading.Event()
         self.progress = SimpleNamespace(restarts=0)
-        #: The whole text of the last failed batch's error, as the batch handler keeps it.
-        self.failure_detail: str | None = None
-        self.batches = SimpleNamespace(succeeded=False, take_failure=self._take_failure)
+        self.recorder = SimpleNamespace(succeeded=False)
         self.scheduler = Scheduler()
         self.query: Query | None = None
         self.finished = False
@@ -39,10 +37,6 @@ class StandInFlow:
         self.metrics = None
         #: Every state the supervisor reported, with its error.
         self.reports: list[tuple[str, str | None]] = []
-
-    def _take_failure(self) -> str | None:
-        detail, self.failure_detail = self.failure_detail, None
-        return detail
 
     def report(self, state: str, error: str | None = None) -> None:
         self.reports.append((state, error))
@@ -124,19 +118,10 @@ def test_any_other_query_failure_is_replayed_after_a_back_off(monkeypatch: pytes
     assert flow.starts == 1 and flow.progress.restarts == 1
 
 
-def test_a_stop_request_ends_the_flow_without_a_restart() -> None:
+def test_a_copy_that_failed_while_stopping_ends_the_flow_without_a_restart() -> None:
     flow = StandInFlow()
     flow.stop_requested.set()
-    s = _ended(flow, RuntimeError("StopRequested: flow=A->B batch 3 abandoned: stop requested"))
-    s.poll()
-    assert flow.finished and s.failures == 0
-
-
-def test_a_batch_that_failed_while_stopping_ends_the_flow_without_a_restart() -> None:
-    flow = StandInFlow()
-    flow.stop_requested.set()
-    flow.failure_detail = "sparkmirror.pipeline.exceptions.WriteError: t[0]: delivery timed out"
-    s = _ended(flow, RuntimeError("BatchFailed: flow=A->B batch 3 failed: delivery timed out"))
+    s = _ended(flow, RuntimeError("sparkmirror.pipeline.exceptions.WriteError: t[0]: delivery timed out"))
     s.poll()
     assert flow.finished and s.failures == 0 and s._restart_at is None
     assert not [state for state, _ in flow.reports if state == "restarting"]
@@ -183,7 +168,7 @@ def test_a_committed_batch_resets_the_failure_count() -> None:
     flow = StandInFlow()
     s = sup.FlowSupervisor(flow)  # type: ignore[arg-type]
     s.failures = 3
-    flow.batches.succeeded = True
+    flow.recorder.succeeded = True
     s.poll()
     assert s.failures == 0 and flow.polls == 1
 
@@ -257,25 +242,25 @@ def test_a_stopped_query_without_an_error_finishes_the_flow() -> None:
     assert flow.finished
 
 
-def test_a_terminal_error_kept_by_the_batch_handler_stops_the_flow_with_its_whole_sentence() -> None:
-    """Spark holds only the batch's short error; the handler's whole text decides."""
+def test_a_long_terminal_error_stops_the_flow_with_its_whole_sentence() -> None:
     flow = StandInFlow()
     sentence = "flow=A->B t[0] offset=7: refused for good " + "x" * 500
-    flow.failure_detail = f"Py4JJavaError: ... {TERMINAL_MARKER} {sentence}\n at ..."
-    s = _ended(flow, RuntimeError("BatchFailed: flow=A->B batch 3 failed: [sparkmirror:terminal] flow=A->B t[0] off"))
+    s = _ended(flow, RuntimeError(f"Py4JJavaError: ... {TERMINAL_MARKER} {sentence}\n at ..."))
     with pytest.raises(FlowFailed) as err:
         s.poll()
     assert str(err.value) == sentence
 
 
-def test_a_failed_batch_is_reported_by_what_failed_not_by_the_py4j_wrapper() -> None:
+def test_a_failed_copy_is_reported_by_what_failed_not_by_the_py4j_wrapper() -> None:
     flow = StandInFlow()
-    flow.failure_detail = (
-        "Py4JJavaError: An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
-        ": org.apache.spark.SparkException: Job aborted due to stage failure: ...\n"
-        "sparkmirror.pipeline.exceptions.WriteError: flow=A->B t[0] offsets 5..9: transaction not committed\n"
+    s = _ended(
+        flow,
+        RuntimeError(
+            "Py4JJavaError: An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+            ": org.apache.spark.SparkException: Job aborted due to stage failure: ...\n"
+            "sparkmirror.pipeline.exceptions.WriteError: flow=A->B t[0] offsets 5..9: transaction not committed\n"
+        ),
     )
-    s = _ended(flow, RuntimeError("BatchFailed: flow=A->B batch 3 failed: ..."))
     s.poll()
     assert flow.reports == [
         (

@@ -1,9 +1,9 @@
-"""One flow A->B on the driver: its parts wired together, its query, its chores.
+"""One flow A->B on the driver: its parts wired together, its copy, its chores.
 
 :class:`Flow` owns what the flow needs (client settings, remote topics, offset map, MM2 offset
-syncs, checkpoints, the target's preparation, the batch handler, the scheduler) and knows how to
-start its query and how to finish. Starting, restarting and stopping it is the supervisor's
-(:mod:`.supervisor`).
+syncs, checkpoints, the target's preparation, the record of what was copied, the scheduler) and
+knows how to start its copy (:class:`~.stream.StreamingCopy`) and how to finish. Starting,
+restarting and stopping it is the supervisor's (:mod:`.supervisor`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -48,7 +47,6 @@ from sparkmirror.kafka.topicids import TopicIds, TopicRecreated, source_topic_id
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore
 from sparkmirror.offsets.syncs import OffsetSyncWriter
-from sparkmirror.pipeline.driver.batch import BatchHandler
 from sparkmirror.pipeline.driver.control import FlowThrottle, TargetShares
 from sparkmirror.pipeline.driver.deletions import TopicDeletions
 from sparkmirror.pipeline.driver.progress import (
@@ -57,21 +55,13 @@ from sparkmirror.pipeline.driver.progress import (
     last_progress,
     partition_lags,
 )
-from sparkmirror.pipeline.driver.query import (
-    StartingOffsets,
-    check_checkpoint_identity,
-    checkpoint_dir,
-    checkpoint_exists,
-    start_query,
-)
+from sparkmirror.pipeline.driver.recorder import CopyRecorder
 from sparkmirror.pipeline.driver.scheduler import Scheduler
 from sparkmirror.pipeline.driver.stream import StreamingCopy
 from sparkmirror.pipeline.driver.target import TargetPreparer
 from sparkmirror.pipeline.exceptions import (
     SOURCE_LOSS_PREFIX,
-    TOPIC_RECREATED_PREFIX,
     ExistingRecordsError,
-    FlowFailed,
     InstanceConflict,
     SourceLossError,
     TopicRecreatedError,
@@ -83,11 +73,13 @@ from sparkmirror.status.reporter import StatusReporter
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
 
     from sparkmirror.metrics.exporter import MirrorMetrics
 
 log = logging.getLogger(__name__)
+
+#: Where each partition of each topic starts: topic -> partition (as text) -> offset (-2: the log start).
+StartingOffsets = dict[str, dict[str, int]]
 
 #: Chore names (the supervisor postpones some of them after a failure).
 REFRESH, CHECKPOINTS, GROUP_SYNC, CONFIG_SYNC = "topic refresh", "checkpoints", "group sync", "topic config sync"
@@ -119,7 +111,7 @@ def write_plan(clients: FlowClients) -> WritePlan:
         offset_map_topic=offset_map_topic(flow.source),
         progress_group=progress_group(flow.source, flow.target),
         consumer_config=clients.target_consumer,
-        source_consumer_config=clients.source_consumer if flow.spark.source_reader == "direct" else {},
+        source_consumer_config=clients.source_consumer,
         transaction_timeout_ms=flow.spark.transaction_timeout_ms,
         test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),
     )
@@ -167,7 +159,7 @@ def take_lease(clients: FlowClients) -> FlowLease:
 
 
 class Flow:
-    """The parts of one flow, its Spark query and its periodic chores."""
+    """The parts of one flow, its copy on Spark and its periodic chores."""
 
     def __init__(
         self,
@@ -178,7 +170,6 @@ class Flow:
         reset_topics: frozenset[str] = frozenset(),
         lease: FlowLease | None = None,
         metrics: MirrorMetrics | None = None,
-        shared: bool = False,
         flow_count: int = 1,
         existing_records: ExistingRecords = "refuse",
         mm2_offsets_topic: str = "",
@@ -196,7 +187,7 @@ class Flow:
         #: Connect's offsets topic MirrorMaker 2 kept this flow's position in (``run --mm2-offsets-topic``,
         #: ``offset.storage.topic``, MM2's dedicated-mode name).
         self.mm2_offsets_topic = offsets_topic(flow.source, mm2_offsets_topic or flow.mm2_offsets_topic)
-        #: Set on a stop request: the next batch is abandoned, not started.
+        #: Set on a stop request: the copy is not started again.
         self.stop_requested = threading.Event()
         self.progress = FlowProgress(flow.name)
         self.clients = clients = FlowClients(flow)
@@ -214,21 +205,11 @@ class Flow:
             remote_name=self.topics.remote_name,
         )
         self.target = TargetPreparer(clients, self.topics, self.store, self.syncs, self.checkpoints)
-        self.batches = BatchHandler(
-            spark,
-            clients,
-            write_plan(clients),
-            topics=self.topics,
-            store=self.store,
-            syncs=self.syncs,
-            progress=self.progress,
-            stop=self.stop_requested,
-            on_offsets_backwards=self._offsets_went_backwards,
-            per_partition=self._per_partition,
-            shared=shared,
+        self.recorder = CopyRecorder(
+            clients, write_plan(clients), store=self.store, syncs=self.syncs, progress=self.progress
         )
         self.metrics = metrics.flow(flow.source, flow.target, self.topics.remote_name) if metrics else None
-        self.batches.metrics = self.metrics
+        self.recorder.metrics = self.metrics
         self.status = StatusReporter(clients, flow.spark.progress_interval_seconds, self.metrics)
         #: Flow control: the operator's record on the target, and the limit the tasks share.
         self.control = ControlWatcher(clients)
@@ -246,8 +227,8 @@ class Flow:
         self._pass: CheckpointPass | None = None
         #: (source or target, operation): what the flow does now (named when a cluster refuses it).
         self.step: tuple[str, str] = ("source", "start")
-        self.query: StreamingQuery | StreamingCopy | None = None
-        #: The query ended without error (``--once``), or stopped on request.
+        self.query: StreamingCopy | None = None
+        #: The copy ended without error (``--once``), or stopped on request.
         self.finished = False
         #: The terminal error that stopped this flow (the other flows go on); ``None`` while it runs.
         self.failure: SparkMirrorError | None = None
@@ -257,11 +238,11 @@ class Flow:
 
     @property
     def subscribed(self) -> dict[str, int]:
-        """Source topics of the running query and their partition counts."""
-        return self.batches.subscribed
+        """Source topics of the running copy and their partition counts."""
+        return self.recorder.subscribed
 
     def start(self) -> None:
-        """Prepare the target and start the query; called again on every restart."""
+        """Prepare the target and start the copy; called again on every restart."""
         flow = self.flow
         if not self._prepared:
             self._step("source", "describe the cluster")
@@ -274,8 +255,6 @@ class Flow:
             self.status.ensure_topic()
             self.control.start()  # before the copy: a flow paused before it starts copies nothing
             self._follow(self.control.control, said=False)
-            if flow.spark.engine == "batch":  # the streaming engine keeps no Spark checkpoint
-                check_checkpoint_identity(self.clients)
             self._step("target", "create the internal topics")
             self.target.internal_topics()
             if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
@@ -288,8 +267,8 @@ class Flow:
         if flow.exactly_once:
             self._step("target", "fence the transactional producers")
             self._fence(self.transaction_groups(), topics)
-        # (Re)load on every start: a failed batch may have committed segments (exactly-once) that
-        # never reached this process.
+        # (Re)load on every start: a failed task may have committed segments that never reached this
+        # process.
         self._step("target", "read the offset map topic")
         self.store.load()
         self._step("target", "create or alter the remote topics")
@@ -305,45 +284,36 @@ class Flow:
     def transaction_groups(self) -> int:
         """Exactly-once: the transaction groups of this start (``sparkmirror.exactly.once.transactions``)."""
         configured = self.flow.spark.exactly_once_transactions
-        if self.flow.spark.source_reader != "direct" or self.progress.reader == "spark":
-            # Spark's reader (configured, or the direct one's fallback since): one partition per Spark
-            # task, so one id per partition.
-            return PER_PARTITION
         if configured >= 0:
             return configured
         return 2 * max(1, int(self.spark.sparkContext.defaultParallelism))
 
     def _fence(self, groups: int, topics: dict[str, int]) -> WritePlan:
         """Fence every id that may hold a transaction, then write with ``groups`` groups (exactly-once)."""
-        plan = dataclasses.replace(self.batches.plan, transaction_groups=groups)
+        plan = dataclasses.replace(self.recorder.plan, transaction_groups=groups)
         self.target.fence(plan, topics)
         # Producers cached in the executors are fenced now: make them new.
-        self.batches.plan = dataclasses.replace(plan, producer_generation=uuid.uuid4().hex)
-        self.batches.writers = {}
+        self.recorder.plan = dataclasses.replace(plan, producer_generation=uuid.uuid4().hex)
+        self.recorder.writers = {}
         log.info(
             "flow=%s exactly-once: %s",
             self.flow.name,
             "one transaction per source partition" if groups == PER_PARTITION else f"{groups} transaction groups",
         )
-        return self.batches.plan
-
-    def _per_partition(self) -> WritePlan:
-        """The batch handler fell back to Spark's reader (one partition per task): per-partition ids from now on."""
-        self._step("target", "fence the transactional producers")
-        return self._fence(PER_PARTITION, dict(self.subscribed))
+        return self.recorder.plan
 
     def _renew_layouts(self) -> None:
         """Exactly-once: renew the record of the layout in use (an empty group's offsets expire)."""
-        self.target.record_layouts(self.batches.plan, {self.batches.plan.transaction_groups})
+        self.target.record_layouts(self.recorder.plan, {self.recorder.plan.transaction_groups})
 
     def report(self, state: State, error: str | None = None) -> None:
         """Say the flow's state on its target (and in the metrics); a running flow the operator paused
         whole is ``paused`` once every task follows the pause (flow control in effect, not just asked)."""
         p = self.progress
-        control, paused = self.throttle.in_effect if self._pausable else (FlowControl(self.flow.name), ())
+        control, paused = self.throttle.in_effect
         if state == "running" and control.paused:
             state = "paused"
-        limit = self.throttle.limit() if self._pausable else None
+        limit = self.throttle.limit()
         self._reported_control = (control, paused)
         self.status.report(
             state,
@@ -362,25 +332,12 @@ class Flow:
         self._held_seen = (now, held)
         return 0.0 if now <= last_at else min(1.0, max(0.0, (held - last_held) / (now - last_at)))
 
-    @property
-    def _pausable(self) -> bool:
-        """Flow control lives in the streaming engine's tasks."""
-        return self.flow.spark.engine == "streaming"
-
     def _follow(self, control: FlowControl, *, said: bool = True) -> None:
         """The operator's record from now on: said in the log, handed to the tasks with their next answer."""
         self.throttle.follow(control, self.subscribed or self.topics.source_topics())
         if not said:
             if control != FlowControl(self.flow.name):
                 log.warning("flow=%s starts under flow control: %s", self.flow.name, self._control_line(control))
-            return
-        if not self._pausable:
-            log.error(
-                "flow=%s flow control changed (%s) but is not applied: only the streaming engine (sparkmirror.engine "
-                "= streaming) follows it",
-                self.flow.name,
-                self._control_line(control),
-            )
             return
         log.warning("flow=%s flow control changed: %s", self.flow.name, self._control_line(control))
         if self.once and self.throttle.paused_topics:
@@ -412,9 +369,8 @@ class Flow:
             raise TopicRecreatedError(str(exc)) from None
 
     def _reset(self, current: dict[str, str]) -> None:
-        """Forget the old topics' positions (offset map, exactly-once progress, Spark's checkpoint) and
-        record the new ids: the next query reads those topics from their beginning, the others from what
-        the target says was mirrored."""
+        """Forget the old topics' positions (offset map, progress) and record the new ids: the next copy
+        reads those topics from their beginning, the others from what the target says was mirrored."""
         requested, self.reset_topics = self.reset_topics, frozenset()
         recorded = self.topic_ids.recorded(requested & set(current))
         reset = {t: current[t] for t in sorted(requested) if t in recorded and recorded[t] != current[t]}
@@ -424,20 +380,14 @@ class Flow:
             )
         if not reset:
             return
-        location = checkpoint_dir(self.flow)
-        if "://" in location and not location.startswith("file:"):
-            raise FlowFailed(
-                f"flow={self.flow.name} --reset-topic needs the flow's Spark checkpoint removed, and {location} is "
-                "not local: delete it, then run with --reset-topic again"
-            )
         for topic, topic_id in reset.items():
             self.store.forget_topic(topic)
-            # The progress group (every engine claims a start there: core.adoption).
+            # The progress group (a start is claimed there: core.adoption).
             md = self.clients.source_admin.list_topics(topic, timeout=30).topics[topic]
             remote = self.topics.remote_name(topic)
             commit_offsets(
-                self.batches.plan.consumer_config,
-                self.batches.plan.progress_group,
+                self.recorder.plan.consumer_config,
+                self.recorder.plan.progress_group,
                 {(remote, p): 0 for p in md.partitions},
             )
             self.topic_ids.record({topic: topic_id})
@@ -449,15 +399,13 @@ class Flow:
                 topic_id,
                 self.topics.remote_name(topic),
             )
-        # Spark's checkpoint holds the old topic's offsets; without it every topic resumes from the target.
-        shutil.rmtree(location.removeprefix("file:"), ignore_errors=True)
 
     def _first_start(self, topics: dict[str, int]) -> None:
         """Partitions sparkmirror has no state of its own for (no progress, no segment): adopt MirrorMaker
         2's position, or claim their start in the progress group before any record is copied, or refuse
         records on the target that nothing explains; and partitions handed back to MM2 that MM2 copied
         since: adopt again (:mod:`sparkmirror.core.adoption`)."""
-        flow, plan = self.flow, self.batches.plan
+        flow, plan = self.flow, self.recorder.plan
         remote = {t: self.topics.remote_name(t) for t in topics}
         positions = committed_positions(
             plan.consumer_config, plan.progress_group, [(remote[t], p) for t, n in topics.items() for p in range(n)]
@@ -563,13 +511,6 @@ class Flow:
                 ", ".join(f"{t}[{p}] offset {o}" for (t, p), o in list(chosen.items())[:10]),
             )
 
-    def _offsets_went_backwards(self, topics: set[str]) -> None:
-        """Spark planned a range that ends before it starts: the topic may have been re-created."""
-        try:
-            self.check_topic_ids(topics)
-        except TopicRecreatedError as exc:
-            raise WriteError(f"{TOPIC_RECREATED_PREFIX} {exc}", terminal=True) from None
-
     def _hold_lease(self) -> None:
         """Take the flow's lease once (one instance per flow); refuse, naming the holder, if another has it."""
         if self.lease is None:
@@ -599,7 +540,7 @@ class Flow:
     def access_denied(self, text: str, *, query: bool = False) -> AccessDenied | None:
         """The error that stops this flow when ``text`` (or an admin client's report) says a cluster
         refused its principal or an operation; None for any other failure. ``query``: the text is
-        the Spark query's error (Spark's Kafka source reads the source)."""
+        the copy's error (its tasks read the source)."""
         side, operation = ("source", "read the source topics") if query else self.step
         found = self.clients.authentication_failure()
         if found is not None:
@@ -650,7 +591,7 @@ class Flow:
         if self.metrics is not None:
             total = self.throttle.held_s  # read once: the tasks' reports add to it meanwhile
             held, self._held_counted = total - self._held_counted, total
-            limit = self.throttle.limit() if self._pausable else None
+            limit = self.throttle.limit()
             self.metrics.throttle(held, limit)
         if self.metrics is not None and self.query is not None:
             try:
@@ -662,7 +603,7 @@ class Flow:
         return self.query is not None
 
     def poll(self) -> None:
-        """While the query runs: its lag, and the chores that are due."""
+        """While the copy runs: its lag, and the chores that are due."""
         if self.lease is not None and self.lease.lost.is_set():
             raise InstanceConflict(
                 f"flow={self.flow.name} lost its lease (group {self.lease.group} on {self.flow.target}): it was cut "
@@ -677,10 +618,10 @@ class Flow:
             self.report("running")  # paused (or running again) as soon as every task follows it
         self.scheduler.run_due()
 
-    # -- the query ----------------------------------------------------------
+    # -- the copy -----------------------------------------------------------
     def _start_query(self, topics: dict[str, int]) -> None:
-        self.deletions.check(topics, self.batches.subscribed)  # topics mirrored so far, gone from the source
-        self.batches.subscribed = dict(topics)
+        self.deletions.check(topics, self.recorder.subscribed)  # topics mirrored so far, gone from the source
+        self.recorder.subscribed = dict(topics)
         if not topics:
             log.info(
                 "flow=%s no source topic matches yet; looking again in %ss",
@@ -692,15 +633,8 @@ class Flow:
             return
         self._step("target", "read where the flow's partitions stand")
         self._first_start(topics)  # on every start, and for topics and partitions found later
-        self.batches.plan = self.target.fit_writer(self.batches.plan, topics)
-        if self.flow.spark.engine == "streaming":
-            self.query = self._start_streaming(topics)
-        else:
-            # Used by Spark only when the flow has no checkpoint: the target says where each partition stands.
-            starting = self._resume_offsets(topics)
-            self.query = start_query(
-                self.spark, self.clients, topics, self.batches, once=self.once, starting_offsets=starting
-            )
+        self.recorder.plan = self.target.fit_writer(self.recorder.plan, topics)
+        self.query = self._start_streaming(topics)
         log.info(
             "flow=%s mirroring %d topics (%s) into %s",
             self.flow.name,
@@ -721,8 +655,7 @@ class Flow:
         progress = self._resume_offsets(topics)
         bounds = log_bounds(self.clients.source_admin, topics)
         plan = dataclasses.replace(
-            self.batches.plan,
-            engine="streaming",
+            self.recorder.plan,
             commit_interval_ms=flow.spark.commit_interval_ms,
             interval_max_records=flow.spark.batch_max_records,
             tails=self.store.tails(),
@@ -734,13 +667,12 @@ class Flow:
             SourceRange(t, int(p), o, OPEN_END) for t, parts in progress.items() for p, o in parts.items() if o >= 0
         ]
         try:
-            self.batches.check_source_loss(resumed, plan)
-        except WriteError as exc:  # sparkmirror.source.loss = fail: the flow stops, as after a batch
+            self.recorder.check_source_loss(resumed)
+        except WriteError as exc:  # sparkmirror.source.loss = fail: the flow stops before any task starts
             found = terminal_message(str(exc)) or ""
             if found.startswith(SOURCE_LOSS_PREFIX):
                 raise SourceLossError(found.removeprefix(SOURCE_LOSS_PREFIX).strip()) from None
             raise
-        self.progress.reader = "direct"
         ranges = []
         for t, parts in progress.items():
             for p, offset in parts.items():
@@ -752,7 +684,7 @@ class Flow:
         cores = max(1, int(self.spark.sparkContext.defaultParallelism))
         tasks = max(1, cores // self.flow_count)
         self.throttle.follow(self.throttle.control, topics)
-        return StreamingCopy(self.spark, self.batches, plan, ranges, tasks=tasks, throttle=self.throttle)
+        return StreamingCopy(self.spark, self.recorder, plan, ranges, tasks=tasks, throttle=self.throttle)
 
     def _resume_offsets(self, topics: dict[str, int]) -> StartingOffsets:
         """Where each partition resumes by what the target holds: exactly once, the progress; at least
@@ -767,8 +699,8 @@ class Flow:
         return progress
 
     def _progress_offsets(self, topics: dict[str, int]) -> StartingOffsets:
-        """Spark ``startingOffsets`` from the progress committed on the target (-2: earliest)."""
-        plan = self.batches.plan
+        """Where each partition starts by the progress committed on the target (-2: the log start)."""
+        plan = self.recorder.plan
         remote = {self.topics.remote_name(t): t for t in topics}
         partitions = [(r, p) for r, t in remote.items() for p in range(topics[t])]
         committed = committed_offsets(plan.consumer_config, plan.progress_group, partitions)
@@ -778,52 +710,35 @@ class Flow:
         return out
 
     def _mirrored_offsets(self, topics: dict[str, int]) -> StartingOffsets:
-        """Spark ``startingOffsets`` from the offset map (at-least-once): one past the last mirrored
-        record of each partition, -2 (earliest) where nothing was mirrored.
-
-        Segments are durable before Spark commits a batch, so the map is never behind the checkpoint:
-        a flow started without its checkpoint (another directory, a lost disk) copies no record twice.
-        """
+        """Where each partition starts by the offset map (at-least-once): one past the last mirrored
+        record of each partition, -2 (the log start) where nothing was mirrored. A task writes its
+        segments before its progress, so the map may be ahead of the progress, never behind."""
         out: StartingOffsets = {t: {str(p): -2 for p in range(n)} for t, n in topics.items()}
         for (topic, partition), (upstream, _downstream, count) in self.store.tails().items():
             if topic in out and str(partition) in out[topic]:
                 out[topic][str(partition)] = upstream + count
-        if self.flow.spark.engine == "batch" and not checkpoint_exists(self.flow):
-            resumed = sum(1 for parts in out.values() for o in parts.values() if o >= 0)
-            log.info(
-                "flow=%s no Spark checkpoint at %s: resuming %d partitions from the offset map on %s, the "
-                "others from their earliest offset",
-                self.flow.name,
-                checkpoint_dir(self.flow),
-                resumed,
-                self.flow.target,
-            )
         return out
 
-    def stop_query(self, timeout_s: float = 30.0) -> None:
-        """Stop after the batch in flight (if any) has finished or timed out."""
+    def stop_query(self) -> None:
+        """Stop the copy: every task after its current interval (:meth:`StreamingCopy.stop`)."""
         q = self.query
         if q is None:
             return
-        deadline = time.monotonic() + timeout_s
-        while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
-            time.sleep(0.2)
         try:
             q.stop()
-        except Exception as exc:  # noqa: BLE001 - stopping a query that just failed
-            log.debug("flow=%s stopping query: %s", self.flow.name, exc)
+        except Exception as exc:  # noqa: BLE001 - stopping a copy that just failed
+            log.debug("flow=%s stopping the copy: %s", self.flow.name, exc)
         self._keep_positions(q)
         self.query = None
         self.throttle.stopped()
 
-    def _keep_positions(self, query: StreamingQuery | StreamingCopy) -> None:
+    def _keep_positions(self, query: StreamingCopy) -> None:
         """The copy's positions and the source ends it saw, kept for deleted topics (the end of a deleted
-        topic is unknowable afterwards); the streaming engine's only (the batch engine's are Spark's)."""
-        if isinstance(query, StreamingCopy):
-            self.deletions.positions(query.read_positions())
+        topic is unknowable afterwards)."""
+        self.deletions.positions(query.read_positions())
 
     def take_ended_query(self) -> BaseException | None:
-        """The query has ended: forget it; returns its error (``None``: it ended normally)."""
+        """The copy has ended: forget it; returns its error (``None``: it ended normally)."""
         assert self.query is not None
         error = self.query.exception()
         self.progress.lag = lag_from_progress(last_progress(self.query))
@@ -834,7 +749,7 @@ class Flow:
 
     # -- chores --------------------------------------------------------------
     def _refresh_topics(self) -> None:
-        """Start the query once a source topic matches; restart it when the set of topics changed; delete
+        """Start the copy once a source topic matches; restart it when the topics or partitions changed; delete
         the remote topics of deleted source topics once that is safe (``sparkmirror.sync.topic.deletions``)."""
         if self.deletions.pending:
             self.deletions.sync()
@@ -850,9 +765,8 @@ class Flow:
         topics = self.topics.source_topics()
         self._keep_source_ends(topics)
         self.check_topic_ids(set(topics) & set(self.subscribed))
-        # Spark's Kafka source finds new partitions itself; the streaming engine's tasks own a fixed set.
-        streaming = self.flow.spark.engine == "streaming"
-        grown = sorted(t for t, n in topics.items() if streaming and n > self.subscribed.get(t, n))
+        # The tasks own a fixed set of partitions: new ones restart the copy.
+        grown = sorted(t for t, n in topics.items() if n > self.subscribed.get(t, n))
         if set(topics) == set(self.subscribed) and not grown:
             return
         added = sorted(set(topics) - set(self.subscribed))
@@ -863,7 +777,7 @@ class Flow:
             ", ".join(added) or "-",
             ", ".join(removed) or "-",
             ", ".join(f"{t} ({self.subscribed[t]} -> {topics[t]})" for t in grown) or "-",
-            "streaming tasks" if streaming else "query",
+            "streaming tasks",
         )
         self.target.remote_topics(topics, configs=self.flow.sync_topic_configs_enabled)
         self.check_topic_ids(added)
@@ -924,7 +838,7 @@ class Flow:
 
     def _sync_configs(self) -> None:
         self.topics.sync(self.subscribed, configs=True)
-        self.batches.plan = self.target.fit_writer(self.batches.plan, self.subscribed)
+        self.recorder.plan = self.target.fit_writer(self.recorder.plan, self.subscribed)
 
     def _prune_offset_map(self) -> None:
         from confluent_kafka import TopicPartition

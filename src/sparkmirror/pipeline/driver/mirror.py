@@ -131,7 +131,6 @@ class Mirror:
                     mm2_offsets_topic=self.mm2_offsets_topic,
                     lease=leases.pop(config.name),
                     metrics=self.metrics,
-                    shared=len(self.config.flows) > 1,
                     flow_count=len(self.config.flows),
                     target_shares=targets,
                 )
@@ -199,10 +198,10 @@ class Mirror:
             supervisor.stop()
 
     def _master(self) -> str:
-        """The Spark master; ``local[*]`` with a task slot per streaming flow at least (each holds one)."""
-        streaming = sum(1 for f in self.config.flows if f.spark.engine == "streaming")
-        if self.master == "local[*]" and streaming > (os.cpu_count() or 1):
-            return f"local[{streaming}]"
+        """The Spark master; ``local[*]`` with a task slot per flow at least (each holds one for good)."""
+        flows = len(self.config.flows)
+        if self.master == "local[*]" and flows > (os.cpu_count() or 1):
+            return f"local[{flows}]"
         return self.master
 
     def _heartbeats(self) -> HeartbeatEmitter | None:

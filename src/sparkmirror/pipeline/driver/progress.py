@@ -1,4 +1,4 @@
-"""What a flow has done, from the result rows of its tasks and Spark's query progress."""
+"""What a flow has done, from its tasks' reports and the copy's progress."""
 
 from __future__ import annotations
 
@@ -42,12 +42,12 @@ class SourceLoss:
 
 @dataclass
 class FlowProgress:
-    """Counters of one flow; updated from Spark's stream thread, read by the reporter."""
+    """Counters of one flow; updated from the tasks' reports, read by the reporter."""
 
     flow: str
     records: int = 0
     bytes: int = 0
-    batches: int = 0
+    commits: int = 0
     dead_lettered: int = 0
     lag: int | None = None
     restarts: int = 0
@@ -56,16 +56,14 @@ class FlowProgress:
     lost_on_source: int = 0
     losses: list[SourceLoss] = field(default_factory=list)
     per_topic: dict[str, int] = field(default_factory=dict)
-    #: How the last batch was read: "direct" (the tasks read Spark's planned ranges) or "spark".
-    reader: str = ""
     #: Wall clock (time.time()) of the last completed checkpoint cycle; None before the first.
     last_checkpoint_at: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _last_report: tuple[float, int] = (0.0, 0)
 
-    def add_batch(self, results: Iterable[PartitionResult]) -> None:
+    def add_commit(self, results: Iterable[PartitionResult]) -> None:
         with self._lock:
-            self.batches += 1
+            self.commits += 1
             for r in results:
                 self.records += r.records
                 self.bytes += r.bytes
@@ -99,7 +97,7 @@ class FlowProgress:
         if self.lost_on_source:
             extra += f" LOST-ON-SOURCE={self.lost_on_source:,}"
         rate = f"{self.rate():,.0f}/s"
-        return f"flow={self.flow} records={self.records:,} rate={rate} lag={lag} batches={self.batches}{extra}"
+        return f"flow={self.flow} records={self.records:,} rate={rate} lag={lag} commits={self.commits}{extra}"
 
 
 def lag_from_progress(progress: ProgressJson | None) -> int | None:

@@ -3,12 +3,12 @@
 :class:`StreamingCopy` shares the flow's source partitions out among at most as many tasks as the
 flow has cores (a transaction group in one task), starts them as one Spark job in a thread of its
 own, and takes their reports (:mod:`sparkmirror.pipeline.reports`): each report's results go
-through the same :meth:`~sparkmirror.pipeline.driver.batch.BatchHandler.record` as a micro-batch's
-(refusals, offset map, MM2 offset syncs, progress), then to the metrics. A refusal stops every
+through :meth:`~sparkmirror.pipeline.driver.recorder.CopyRecorder.record` (refusals, offset map,
+MM2 offset syncs, progress), then to the metrics. A refusal stops every
 task; a task that fails is retried by Spark (``spark.task.maxFailures``) from the progress on the
 target; a job that fails ends the copy with its error and the supervisor starts it again, from
-the target again. It presents what the flow and its supervisor read of a Structured Streaming query
-(``isActive``, ``exception()``, ``stop()``, the last progress), so both engines share them. Each
+the target again. The flow and its supervisor read it as they would a Structured Streaming query
+(``isActive``, ``exception()``, ``stop()``, the last progress). Each
 answer carries the flow control the task is to follow (:mod:`sparkmirror.pipeline.driver.control`).
 
 What it must never do: let a task start on a partition another task of the flow still writes (a
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 
 from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out
 from sparkmirror.core.transactions import group_key
-from sparkmirror.pipeline.driver.batch import BatchHandler
 from sparkmirror.pipeline.driver.control import FlowThrottle
+from sparkmirror.pipeline.driver.recorder import CopyRecorder
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.stream import stream_partitions
@@ -83,7 +83,7 @@ class StreamingCopy:
     def __init__(
         self,
         spark: SparkSession,
-        handler: BatchHandler,
+        handler: CopyRecorder,
         plan: WritePlan,
         ranges: list[SourceRange],
         *,
@@ -218,7 +218,7 @@ class StreamingCopy:
             self.server.unregister(self.token)  # tasks of a failed job still reporting are told to stop
 
     def _on_report(self, report: Report) -> Answer:
-        """One task's interval: its results recorded as a micro-batch's; the answer tells it whether to
+        """One task's interval: its results recorded; the answer tells it whether to
         stop, and the flow control it is to follow."""
         try:
             results = [PartitionResult.from_row(row) for row in report.results]
@@ -234,7 +234,7 @@ class StreamingCopy:
                 self.positions[(t, p)] = (nxt, max(end, seen), read)
             if self._error is None and results:
                 try:
-                    self.handler.record(self.plan, results, durable=True)
+                    self.handler.record(self.plan, results)
                 except BaseException as exc:  # noqa: BLE001 - a refusal: every task stops, the flow ends on it
                     self._error = exc
                     self._stop.set()

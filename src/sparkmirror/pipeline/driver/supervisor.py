@@ -18,10 +18,10 @@ from collections.abc import Callable
 
 from sparkmirror.errors import ConfigError
 from sparkmirror.kafka.access import AccessDenied
-from sparkmirror.pipeline.driver.batch import summary
 from sparkmirror.pipeline.driver.flow import CONFIG_SYNC, REFRESH, Flow
 from sparkmirror.pipeline.exceptions import (
     SOURCE_LOSS_PREFIX,
+    TERMINAL_MARKER,
     TOPIC_RECREATED_PREFIX,
     FlowFailed,
     SourceLossError,
@@ -39,6 +39,32 @@ ONCE_MAX_FAILURES = 5
 # Failures that replaying cannot fix: the executors' Python lacks a module, or the job's code
 # cannot be shipped. Everything else is retried.
 _ENVIRONMENT_ERRORS = re.compile(r"\b(ModuleNotFoundError|ImportError|PicklingError|SyntaxError): ?([^\n]*)")
+
+#: The longest line a failure is said in (the whole text is logged at debug level).
+MAX_ERROR_CHARS = 400
+#: Errors that only wrap the one that failed.
+_WRAPPERS = ("Py4JJavaError", "SparkException", "PythonException", "An error occurred while calling")
+#: The error of the task attempt that failed the job last, as Spark words a stage failure.
+_TASK_FAILURE = re.compile(r"most recent failure: .*?\): ([\w.$]+(?:Error|Exception)\b[^\n]*)")
+
+
+def summary(text: str) -> str:
+    """One line that says what failed: a terminal error's sentence (with its marker), else the first
+    line naming an error that is not Py4J's or Spark's wrapper, at most :data:`MAX_ERROR_CHARS`."""
+    idx = text.find(TERMINAL_MARKER)
+    failure = _TASK_FAILURE.search(text)
+    if idx >= 0:
+        line = text[idx:].splitlines()[0]
+    elif failure is not None and not any(w in failure.group(1).split(":", 1)[0] for w in _WRAPPERS):
+        line = failure.group(1)  # a JVM task's own error, inside Spark's "stage failure"
+    else:
+        lines = [ln.strip().removeprefix(": ").strip() for ln in text.splitlines()]
+        lines = [ln for ln in lines if ln and not ln.startswith(("at ", "Traceback", "File ", "..."))]
+        named = [ln for ln in lines if re.match(r"^[\w.$]*(Error|Exception)\b", ln)]
+        own = [ln for ln in named if not any(w in ln.split(":", 1)[0] or ln.startswith(w) for w in _WRAPPERS)]
+        line = (own or named or lines or [text])[0]
+    line = line.replace("py4j.protocol.Py4JJavaError: ", "").replace("An error occurred while calling", "calling")
+    return re.sub(r"\s+", " ", line)[:MAX_ERROR_CHARS]
 
 
 class FlowSupervisor:
@@ -96,8 +122,8 @@ class FlowSupervisor:
 
     def _poll(self) -> None:
         flow = self.flow
-        if flow.batches.succeeded:
-            flow.batches.succeeded = False
+        if flow.recorder.succeeded:
+            flow.recorder.succeeded = False
             self.failures = 0
         if self._restart_at is not None:
             if time.monotonic() >= self._restart_at and not flow.stop_requested.is_set():
@@ -115,24 +141,17 @@ class FlowSupervisor:
     def _on_query_end(self) -> None:
         flow = self.flow
         error = flow.take_ended_query()
-        # The whole text of a failed batch's error first: Spark holds only its short form.
-        detail = flow.batches.take_failure()
         if error is None:
             if flow.once or flow.stop_requested.is_set():
                 flow.finish()
                 return
-            # A query runs until stopped: one that ends without an error had its thread die (a JVM error
-            # Spark did not record). Finishing here would leave the flow silently idle: replay instead.
-            text = "the query's thread ended without an error (see the Spark log above)"
-            shown = text
-            if detail is not None:
-                text = f"{text}; the last batch failed: {detail}"
+            # The copy runs until stopped: one that ends without an error had its thread die (a JVM error
+            # Spark did not record). Finishing here would leave the flow silently idle: start it again.
+            text = shown = "the copy's job ended without an error (see the Spark log above)"
         else:
-            text = str(error) if detail is None else f"{detail}\n{error}"
-            shown = first_line(text) if detail is None else summary(detail)
-        if flow.stop_requested.is_set() and "StopRequested" in text:
-            flow.finished = True
-            return
+            text = str(error)
+            shown = summary(text)
+            log.debug("flow=%s the copy's job failed: %s", flow.flow.name, text)
         terminal = terminal_message(text)
         if terminal is not None:
             if terminal.startswith(SOURCE_LOSS_PREFIX):
@@ -147,9 +166,9 @@ class FlowSupervisor:
         if broken is not None:
             raise FlowFailed(f"flow={flow.flow.name} cannot run: {broken.group(1)}: {broken.group(2).strip()}")
         if flow.stop_requested.is_set():
-            # Stopping: a batch that failed meanwhile was not committed, and the next run replays it.
+            # Stopping: what the tasks had not made durable is copied again by the next run.
             log.info(
-                "flow=%s stopped; its last batch did not complete (%s) and is replayed by the next run",
+                "flow=%s stopped; its tasks ended on an error (%s), and the next run starts from the target",
                 flow.flow.name,
                 shown,
             )
@@ -159,7 +178,10 @@ class FlowSupervisor:
         self.flow.report("restarting", shown)
         self._give_up_once(shown)
         log.warning(
-            "flow=%s query failed (%s); replaying from the last committed batch in %ds", flow.flow.name, shown, delay
+            "flow=%s copy failed (%s); starting again from the progress on the target in %ds",
+            flow.flow.name,
+            shown,
+            delay,
         )
         self._restart_at = time.monotonic() + delay
 

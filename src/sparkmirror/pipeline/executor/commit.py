@@ -1,8 +1,9 @@
 """How a sink's writes become final: at least once, or exactly once in transactions.
 
-:class:`AtLeastOnce` writes every partition through the worker's one producer; a partition is
-done when the target acknowledged every record (or it was dead-lettered, or refused). A failure
-fails the task and Spark replays the batch: duplicates at most.
+:class:`AtLeastOnce` writes every partition through the worker's one producer; an interval is
+done when the target acknowledged every record (or it was dead-lettered, or refused), then its
+offset-map segments, then its progress. A failure fails the task and Spark retries it from the
+progress on the target: duplicates at most, of the intervals not yet durable.
 
 :class:`Transactional` is exactly-once (KIP-656's idea, on Spark). Source partitions fall into
 transaction groups for good (:mod:`sparkmirror.core.transactions`, ``sparkmirror.exactly.once.
@@ -63,43 +64,12 @@ _SEND_OFFSETS_ATTEMPT_S = 60.0
 
 
 def commit_for(plan: WritePlan) -> Commit:
-    """The plan's commit: :class:`Transactional` exactly-once, else :class:`AtLeastOnce` (the streaming
-    engine's tasks make their progress durable themselves: :class:`DurableAtLeastOnce`)."""
-    if plan.exactly_once:
-        return Transactional(plan)
-    return DurableAtLeastOnce(plan) if plan.engine == "streaming" else AtLeastOnce(plan)
+    """The plan's commit: :class:`Transactional` exactly-once, else :class:`AtLeastOnce`."""
+    return Transactional(plan) if plan.exactly_once else AtLeastOnce(plan)
 
 
 class AtLeastOnce:
-    """Every partition through the worker's producer; done when every record is acknowledged."""
-
-    def __init__(self, plan: WritePlan) -> None:
-        self.plan = plan
-        self.producer = clients.producer(plan)
-        self.serving = threading.Lock()
-
-    def producer_for(self, partition: PartitionKey) -> Producer:
-        return self.producer
-
-    def open(self, parts: Sequence[PartitionWrite]) -> None:
-        return None
-
-    def begin(self, w: PartitionWrite) -> None:
-        w.begun = True
-
-    def finish(self, parts: Sequence[PartitionWrite]) -> None:
-        await_acks(self.producer, self.plan, parts)
-        settle_record_failures(self.producer, self.plan, parts)
-        finish_segments(self.plan, parts)
-
-    def abandon(self, parts: Sequence[PartitionWrite]) -> None:
-        # A producer that failed mid-way may hold undelivered records for the replayed batch to
-        # duplicate needlessly; the retry starts afresh.
-        clients.discard_producer(self.producer)
-
-
-class DurableAtLeastOnce(AtLeastOnce):
-    """At least once, progress kept by the task (the streaming engine): after every record of the
+    """At least once, progress kept by the task: after every record of the
     partitions is acknowledged, their offset-map segments are written and acknowledged, and only then
     is each partition's next source offset committed to the progress group on the target.
 
@@ -112,6 +82,22 @@ class DurableAtLeastOnce(AtLeastOnce):
     interval's records while it waits, so it waits for the sealed records' own delivery reports
     (served holding :attr:`serving`), never for the producer to be empty.
     """
+
+    def __init__(self, plan: WritePlan) -> None:
+        self.plan = plan
+        self.producer = clients.producer(plan)
+        self.serving = threading.Lock()
+
+    def producer_for(self, partition: PartitionKey) -> Producer:
+        return self.producer
+
+    def begin(self, w: PartitionWrite) -> None:
+        w.begun = True
+
+    def abandon(self, parts: Sequence[PartitionWrite]) -> None:
+        # A producer that failed mid-way may hold undelivered records for the retried task to
+        # duplicate needlessly; the retry starts afresh.
+        clients.discard_producer(self.producer)
 
     def open(self, parts: Sequence[PartitionWrite]) -> None:
         progress = committed_progress(self.plan, [(w.remote, w.partition) for w in parts])

@@ -28,20 +28,22 @@ READER_SETTINGS = {
     "enable.auto.commit": "false",
     "enable.auto.offset.store": "false",
     "isolation.level": "read_committed",
-    "auto.offset.reset": "earliest",
+    "auto.offset.reset": "error",
     "enable.partition.eof": "true",
 }
 #: Reader defaults an operator may override with ``A.consumer.*`` (docs/performance.md has the
-#: measurements): larger fetches per partition than librdkafka's 1 MiB, a short fetch wait.
+#: measurements): larger fetches per partition than librdkafka's 1 MiB; an idle task's fetches wait
+#: on the broker, which answers as soon as a record comes: a long wait costs no latency and wakes the
+#: worker less often (an idle flow's CPU).
 READER_DEFAULTS = {
     "max.partition.fetch.bytes": "10485760",
-    "fetch.wait.max.ms": "100",
+    "fetch.wait.max.ms": "500",
 }
 
 
 @dataclass(frozen=True)
 class WritePlan:
-    """What one micro-batch's tasks write, where, and how they commit."""
+    """What a flow's copy tasks write, where, and how they commit."""
 
     flow: str
     source_alias: str
@@ -81,18 +83,16 @@ class WritePlan:
     #: Exactly-once: the worker (:data:`WORKER_ID`) that used each transactional id last, as the
     #: driver saw in the result rows; another worker's producer with that id has been fenced since.
     writers: dict[str, str] = field(default_factory=dict)
-    #: ``batch`` (micro-batches) or ``streaming`` (long-running tasks, :mod:`.stream`).
-    engine: str = "batch"
-    #: Streaming engine: milliseconds between two commits of a task's progress.
+    #: milliseconds between two commits of a task's progress.
     commit_interval_ms: int = 200
-    #: Streaming engine: a task commits sooner once it has handed this many records to its producers
+    #: a task commits sooner once it has handed this many records to its producers
     #: since its last commit (``sparkmirror.batch.max.records``).
     interval_max_records: int = 2_000_000
-    #: Streaming engine: where the driver takes the tasks' reports (host, port), and the secret a task
+    #: where the driver takes the tasks' reports (host, port), and the secret a task
     #: proves itself with (:mod:`sparkmirror.pipeline.reports`).
     report_address: tuple[str, int] = ("", 0)
     report_token: str = field(default="", repr=False)
-    #: Streaming engine: the flow control a task follows from its start until the driver's first
+    #: the flow control a task follows from its start until the driver's first
     #: answer (a flow paused or throttled when its job starts copies nothing it should not meanwhile).
     start_control: Answer = field(default_factory=Answer)
     #: TEST HOOK (tests only, from $SPARKMIRROR_TEST_FAIL_AFTER_RECORDS): the first attempt of
@@ -122,15 +122,9 @@ class WritePlan:
         return conf
 
     def reader_config(self) -> dict[str, str]:
-        """The direct reader's source consumer (the streaming engine's: a position the source no longer
-        holds is an error, never a silent jump: the driver then looks for source loss)."""
+        """A task's source consumer: a position the source no longer holds is an error, never a silent
+        jump (the driver then looks for source loss)."""
         conf = {**READER_DEFAULTS, **self.source_consumer_config, **READER_SETTINGS}
-        if self.engine == "streaming":
-            conf["auto.offset.reset"] = "error"
-            # An idle task's fetches wait on the broker, which answers as soon as a record comes:
-            # longer waits cost no latency and wake the worker less often (an idle flow's CPU).
-            if "fetch.wait.max.ms" not in self.source_consumer_config:
-                conf["fetch.wait.max.ms"] = "500"
         conf["group.id"] = reader_group(self.flow)  # never joined, never committed to
         conf.setdefault("client.id", f"sparkmirror-{self.flow}-reader")
         return conf

@@ -438,27 +438,8 @@ class Sink:
             terminal=False,
         ) from None
 
-    def close(self) -> list[PartitionResult]:
-        """Wait until every record is final (see :class:`Commit`); one result per partition written."""
-        self.commit.finish([w for w in self.parts.values() if w.begun])
-        acked_at = int(time.time() * 1000)
-        for w in self.parts.values():
-            w.acked_at_ms = acked_at
-            if w.skipped:
-                log.info(
-                    "flow=%s %s[%d] skipped %d records already committed on the target (progress=%d)",
-                    self.plan.flow,
-                    w.topic,
-                    w.partition,
-                    w.skipped,
-                    w.floor,
-                )
-        # Every opened partition has a row, also one with nothing new: it names the worker whose
-        # producer now holds the partition's transactional id (the driver's ``writers``).
-        return [w.result() for w in self.parts.values()]
-
     def seal(self) -> list[PartitionWrite]:
-        """The streaming engine's interval ends: every partition written since the last one is handed
+        """The task's interval ends: every partition written since the last one is handed
         over for :meth:`finish` and continues on the same producer in a fresh write.
 
         A fresh write skips nothing its interval's write had not skipped: floor and last offset carry

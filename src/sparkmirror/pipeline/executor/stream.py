@@ -42,7 +42,6 @@ from sparkmirror.pipeline.executor.commit import commit_for
 from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.sink import Record, Sink
-from sparkmirror.pipeline.executor.sources import check_client_error
 from sparkmirror.pipeline.executor.tasks import collector_paused, keep_zip_directories
 from sparkmirror.pipeline.reports import Answer, Report, ReportClient
 
@@ -355,3 +354,22 @@ class StreamTask:
                     end = -1
             out.append((t, p, nxt, end, max(nxt, read.get((t, p), nxt))))
         return out
+
+
+def check_client_error(flow: str, err: KafkaError, then: str) -> None:
+    """An error of a source consumer as a whole (connection, authentication), not of one partition:
+    a fatal one fails the task (a retriable :class:`WriteError` ending in ``then``), any other is
+    logged and waited out."""
+    from confluent_kafka import KafkaError
+
+    fatal = {
+        KafkaError._AUTHENTICATION,
+        KafkaError._SSL,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+    if err.fatal() or err.code() in fatal:
+        raise WriteError(f"flow={flow}: the source consumer failed ({err.name()}: {err.str()}); {then}", terminal=False)
+    log.warning("flow=%s source consumer: %s: %s", flow, err.name(), err.str())

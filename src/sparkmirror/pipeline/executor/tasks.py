@@ -1,87 +1,10 @@
-"""The task bodies Spark runs: a source feeding the sink, and the task's results.
-
-:func:`copy_arrow_batches` is the ``mapInArrow`` body of the Spark reader, :func:`copy_range_groups`
-the ``mapPartitions`` body of the direct reader. Both return only when every record handed to the
-sink is final (see :mod:`.sink`): then, and only then, may Spark count the task as done.
-"""
+"""What every copy task sets up in its Python worker before it moves records (:mod:`.stream`)."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import logging
-from collections.abc import Generator, Iterable, Iterator
-from typing import TYPE_CHECKING
-
-from sparkmirror.core.ranges import SourceRange
-from sparkmirror.logs import worker_logging
-from sparkmirror.pipeline.executor.commit import commit_for
-from sparkmirror.pipeline.executor.plan import WritePlan
-from sparkmirror.pipeline.executor.results import PartitionResult, arrow_batches
-from sparkmirror.pipeline.executor.sink import Sink
-from sparkmirror.pipeline.executor.sources import RangeReader, arrow_records
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-log = logging.getLogger(__name__)
-
-
-def copy_arrow_batches(batches: Iterator[pa.RecordBatch], plan: WritePlan) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: write every row of the task's batches; yield the results as Arrow rows."""
-    keep_zip_directories()
-    worker_logging()
-    sink = Sink(plan, commit_for(plan))
-    try:
-        with collector_paused():
-            for partition, records in arrow_records(batches):
-                sink.write(partition, records)
-            results = sink.close()
-    except BaseException:
-        sink.abandon()
-        raise
-    yield from arrow_batches(results)
-
-
-def copy_range_groups(groups: Iterable[list[SourceRange]], plan: WritePlan) -> Iterator[PartitionResult]:
-    """``mapPartitions`` body: copy each group of ranges handed to this task; yield its results."""
-    keep_zip_directories()
-    worker_logging()
-    for ranges in groups:
-        yield from copy_ranges(ranges, plan)
-
-
-def copy_ranges(ranges: list[SourceRange], plan: WritePlan) -> list[PartitionResult]:
-    """Copy ``ranges`` from the source to the target; one result per source partition."""
-    sink = Sink(plan, commit_for(plan))
-    try:
-        # Exactly-once: fences earlier writers, then reads every partition's progress in one request.
-        floors = sink.open([(r.topic, r.partition) for r in ranges])
-        todo = []
-        for r in ranges:
-            done = floors[(r.topic, r.partition)]
-            if done > r.start:
-                log.info(
-                    "flow=%s %s[%d] skipping offsets %d..%d, already committed on the target (progress=%d)",
-                    plan.flow,
-                    r.topic,
-                    r.partition,
-                    r.start,
-                    min(done, r.until) - 1,
-                    done,
-                )
-            todo.append(SourceRange(r.topic, r.partition, max(r.start, done), r.until))
-        reader = iter(RangeReader(plan, todo))
-        with collector_paused():
-            try:
-                for partition, records in reader:
-                    sink.write(partition, records)
-            finally:
-                reader.close()  # a failed write closes the reader now (it drops a failed consumer)
-            return sink.close()
-    except BaseException:
-        sink.abandon()
-        raise
+from collections.abc import Generator
 
 
 @contextlib.contextmanager

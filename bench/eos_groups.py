@@ -1,4 +1,4 @@
-"""Exactly-once at many partitions: latency, batch time and producers per Python worker (issue 16).
+"""Exactly-once at many partitions: latency and producers per Python worker (issue 16).
 
 A focused part of the scale scenario (``bench/scale.py``'s latency phase): two fresh one-broker
 clusters, ``--topics`` x ``--partitions`` empty topics on A, ``sparkmirror -vv run`` exactly-once
@@ -6,8 +6,6 @@ clusters, ``--topics`` x ``--partitions`` empty topics on A, ``sparkmirror -vv r
 partition for ``--seconds`` after a warm-up. Reported:
 
 - latency p50/p99/max (append time on B - the record's timestamp on A), as in the scale scenario;
-- micro-batch duration p50/p99/max and records per batch, from the ``-vv`` batch lines of the
-  measured window;
 - librdkafka clients per Python worker (threads named ``rdk:main``, one per client: the
   transactional producers, the reader's consumer, the progress consumer), sampled every second,
   and the Python workers' peak thread count;
@@ -24,8 +22,6 @@ import datetime as dt
 import json
 import logging
 import os
-import re
-import statistics
 import tempfile
 import threading
 import time
@@ -40,8 +36,6 @@ import scale
 from sparkmirror.devcluster.cluster import DevClusters
 
 log = logging.getLogger("bench.eos_groups")
-
-_BATCH = re.compile(r"batch (\d+): (\d+) records from (\d+) partitions in (\d+) ms")
 
 
 @dataclass(frozen=True)
@@ -92,26 +86,6 @@ def _pct(values: list[float], q: float) -> float:
     values = sorted(values)
     rank = max(1, min(len(values), round(q / 100 * len(values) + 0.5)))
     return values[rank - 1]
-
-
-def batch_stats(log_path: Path, min_records: int = 100) -> dict[str, Any]:
-    """Batch lines of the ``-vv`` log with at least ``min_records`` records (the trickle of the
-    heartbeats topic's one-record batches left out): duration and size."""
-    rows = [tuple(int(x) for x in m.groups()) for m in _BATCH.finditer(log_path.read_text(errors="replace"))]
-    rows = [r for r in rows if r[1] >= min_records]
-    if not rows:
-        return {"batches": 0}
-    ms = [float(r[3]) for r in rows]
-    return {
-        "batches": len(rows),
-        "batch_ms_p50": _pct(ms, 50),
-        "batch_ms_p99": _pct(ms, 99),
-        "batch_ms_max": max(ms),
-        "batch_ms_mean": round(statistics.fmean(ms), 1),
-        "records_per_batch_p50": _pct([float(r[1]) for r in rows], 50),
-        "partitions_per_batch_p50": _pct([float(r[2]) for r in rows], 50),
-        "each": [{"batch": r[0], "records": r[1], "partitions": r[2], "ms": r[3]} for r in rows],
-    }
 
 
 def main() -> None:
@@ -197,7 +171,6 @@ def main() -> None:
             if sampler is not None:
                 sampler.stop.set()
         result["latency"] = out
-        result["batches"] = batch_stats(run_dir / "latency" / "latency.log")
         if sampler is not None:
             result["workers"] = {
                 "python_workers_with_clients": len(sampler.workers_seen),

@@ -43,6 +43,11 @@ SCALE_DRIVER_RSS_MB = 2048
 SCALE_FRESHNESS_SLACK_S = 5
 SCALE_DAY_LOAD_S = 10
 SCALE_RESULT = re.compile(r"(\d{4}-\d{2}-\d{2})-scale(?:-(\d+))?\.json")
+#: Issue 27's targets: the streaming engine against MM2 and the limit loop on the same brokers.
+DEFAULT_COMMIT_INTERVAL_MS = 200
+LIMIT_P99_FACTOR = 2.0
+#: Runs of the commit-interval trade-off (``--sparkmirror-prop sparkmirror.commit.interval.ms=T``).
+COMMIT_RESULT = re.compile(r"\d{4}-\d{2}-\d{2}-streaming-commit-(\d+)-ms\.json")
 
 
 def _figure(result: dict[str, Any], system: str, key: str) -> float | None:
@@ -82,6 +87,82 @@ def check_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def commit_interval_ms(result: dict[str, Any]) -> int:
+    """The commit interval sparkmirror ran with (``--sparkmirror-prop``, else its default)."""
+    for prop in result["settings"].get("sparkmirror_props", []):
+        key, _, value = prop.partition("=")
+        if key.strip() == "sparkmirror.commit.interval.ms":
+            return int(value)
+    return DEFAULT_COMMIT_INTERVAL_MS
+
+
+def latency_cpu_s(result: dict[str, Any], system: str) -> float | None:
+    """The median over runs of the whole process tree's CPU seconds in the latency phase."""
+    values = sorted(
+        float(r["latency"]["cpu_s_total"])
+        for r in result["systems"].get(system, {}).get("per_run", [])
+        if (r.get("latency") or {}).get("cpu_s_total") is not None
+    )
+    return values[len(values) // 2] if values else None
+
+
+def streaming_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 27's targets at 8 partitions, each a comparison within this one result (same brokers, same run):
+    the measured figure against a threshold that is another system's figure (times a factor, plus a constant)."""
+    alo, eos = "sparkmirror_at_least_once", "sparkmirror_exactly_once"
+    rows: list[dict[str, Any]] = []
+
+    def add(target: str, measured: float | None, threshold: float | None, unit: str) -> None:
+        passed = None if measured is None or threshold is None else measured <= threshold
+        rows.append({"target": target, "measured": measured, "threshold": threshold, "at_most": True,
+                     "unit": unit, "passed": passed})  # fmt: skip
+
+    def p(system: str, q: str) -> float | None:
+        return _figure(result, system, f"latency_{q}_ms")
+
+    mm2_p99, limit_p99 = p("mm2", "p99"), p("limit", "p99")
+    interval = commit_interval_ms(result)
+    add("at-least-once latency p50, at most MirrorMaker 2's", p(alo, "p50"), p("mm2", "p50"), " ms")
+    add("at-least-once latency p99, at most MirrorMaker 2's", p(alo, "p99"), mm2_p99, " ms")
+    add(f"at-least-once latency p99, at most {LIMIT_P99_FACTOR:g}x the limit loop's", p(alo, "p99"),
+        None if limit_p99 is None else LIMIT_P99_FACTOR * limit_p99, " ms")  # fmt: skip
+    add(f"exactly-once latency p99, at most the commit interval ({interval} ms) plus MirrorMaker 2's p99",
+        p(eos, "p99"), None if mm2_p99 is None else interval + mm2_p99, " ms")  # fmt: skip
+    for system in (alo, eos):
+        add(f"{LABELS[system]}: CPU seconds of the latency phase, at most MirrorMaker 2's",
+            latency_cpu_s(result, system), latency_cpu_s(result, "mm2"), " s")  # fmt: skip
+    return rows
+
+
+def commit_tradeoff(result: dict[str, Any], json_path: Path) -> list[str]:
+    """The commit interval's trade-off: this result's row and every ``*-streaming-commit-T-ms.json`` run."""
+    runs: dict[int, tuple[dict[str, Any], Path]] = {commit_interval_ms(result): (result, json_path)}
+    for path in sorted(RESULTS.glob("*-streaming-commit-*-ms.json")):
+        found = COMMIT_RESULT.fullmatch(path.name)
+        if found is not None:
+            runs.setdefault(int(found.group(1)), (json.loads(path.read_text()), path))
+    if len(runs) < 2:
+        return []
+    lines = [
+        "| commit interval | system | records/s | latency p50 / p90 / p99 / p99.9 ms | latency phase CPU s | code "
+        "| result |",
+        "|--:|---|--:|--:|--:|---|---|",
+    ]
+    for interval, (r, path) in sorted(runs.items()):
+        for system in ("sparkmirror_at_least_once", "sparkmirror_exactly_once"):
+            s = r["systems"].get(system)
+            if not s:
+                continue
+            lat = (s.get("per_run") or [{}])[0].get("latency") or {}
+            quantiles = " / ".join(_num(lat.get(q)) for q in ("p50_ms", "p90_ms", "p99_ms", "p999_ms"))
+            rel = path.relative_to(REPO)
+            lines.append(
+                f"| {interval:,} ms | {LABELS[system]} | {_num(s.get('records_per_s'))} | {quantiles} "
+                f"| {_num(latency_cpu_s(r, system), 1)} | {_commit(r)} | [{path.name}]({rel}) |"
+            )
+    return lines
+
+
 # -- formatting -----------------------------------------------------------------
 
 
@@ -109,6 +190,10 @@ def _measured(row: dict[str, Any]) -> str:
     if m is None:
         return "not measured"
     return f"{m:.2f}{row['unit']}" if row["unit"] == "x" else f"{m:,.0f}{row['unit']}"
+
+
+def _threshold(row: dict[str, Any]) -> str:
+    return "–" if row["threshold"] is None else f"≤ {row['threshold']:,.0f}{row['unit']}"
 
 
 def _verdict(passed: bool | None) -> str:
@@ -253,6 +338,14 @@ def _code(result: dict[str, Any]) -> str:
     return text
 
 
+def _commit(result: dict[str, Any]) -> str:
+    """The commit the run started at (``*`` when it had uncommitted changes to src/)."""
+    before = (result.get("sparkmirror_code") or {}).get("before")
+    if not before:
+        return "–"
+    return before["commit"] + ("*" if before["uncommitted_src_files"] else "")
+
+
 def _loads(samples: list[dict[str, Any]]) -> str:
     one_minute = [d["loadavg"][0] for d in samples if d.get("loadavg")]
     return f"{min(one_minute):.1f}–{max(one_minute):.1f}" if one_minute else "not recorded"
@@ -269,6 +362,7 @@ def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
         for when in ("load_before", "load_after")
     ]  # fmt: skip
     pytest_seen = max((d.get("pytest_processes", 0) for d in during), default=0)
+    tradeoff = commit_tradeoff(result, json_path)
     lines = [
         "# Benchmarks",
         "",
@@ -295,6 +389,33 @@ def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
             for t in result["targets"]
         ],
         "",
+        "## Targets (issue 27): the streaming engine's latency and CPU against MirrorMaker 2 and the limit loop",
+        "",
+        "Latency figures are the medians over the runs of each system's latency run (below); CPU is the whole "
+        "process tree's during the latency phase. Each threshold is another system's figure in this same result.",
+        "",
+        "| target | measured | threshold | |",
+        "|---|--:|--:|---|",
+        *[
+            f"| {t['target']} | {_measured(t)} | {_threshold(t)} | {_verdict(t['passed'])} |"
+            for t in streaming_targets(result)
+        ],
+        "",
+        *(
+            [
+                "### The commit interval's trade-off",
+                "",
+                "One run per row (the default interval's row is this result; the others ran with "
+                "`--sparkmirror-prop sparkmirror.commit.interval.ms=T` and their own command, code and date, "
+                "linked). At least once the interval bounds what a crash copies again; exactly once a "
+                "`read_committed` reader sees a record up to one interval later.",
+                "",
+                *tradeoff,
+                "",
+            ]
+            if tradeoff
+            else []
+        ),
         "## Spread over runs",
         "",
         *spread_table(result),

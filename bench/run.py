@@ -151,7 +151,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     ap.add_argument("--mm2-prop", action="append", default=[], metavar="KEY=VALUE",
                     help="extra line for MM2's properties (repeatable)")  # fmt: skip
     ap.add_argument("--sparkmirror-debug", action="store_true",
-                    help="run sparkmirror with -vv (per-batch timing in its logs; use with --keep)")  # fmt: skip
+                    help="run sparkmirror with -vv (its debug log; use with --keep)")  # fmt: skip
     ap.add_argument("--scenario", choices=("default", "scale"), default="default",
                     help="scale: many topics and groups (bench/scale.py; --records, --size apply)")  # fmt: skip
     ap.add_argument("--scale-topics", type=int, default=200)

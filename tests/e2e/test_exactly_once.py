@@ -142,7 +142,7 @@ def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path) ->
     print(f"records={sum(len(v) for v in committed.values())} committed, kills=5, duplicates=0, lost=0")
 
 
-def test_task_failure_mid_transaction_and_deleted_checkpoint_leave_no_duplicate(bootstraps, tmp_path: Path) -> None:
+def test_task_failure_mid_transaction_and_a_second_run_leave_no_duplicate(bootstraps, tmp_path: Path) -> None:
     topic = unique("eos-fail")
     create_topics(bootstraps["A"], {topic: PARTITIONS})
     committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}

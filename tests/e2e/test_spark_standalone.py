@@ -47,7 +47,7 @@ def _executor_python(directory: Path) -> tuple[Path, Path]:
     site = next((env / "lib").glob("python3.*/site-packages"))
     (site / "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     python = env / "bin" / "python"
-    probe = "import importlib.util as u, confluent_kafka, pyarrow, pyspark; print(u.find_spec('sparkmirror'))"
+    probe = "import importlib.util as u, confluent_kafka, pyspark; print(u.find_spec('sparkmirror'))"
     found = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True, cwd=directory)
     assert found.stdout.strip() == "None", "the executors' Python must not find sparkmirror by itself"
     starts = directory / "executor-python-starts.log"

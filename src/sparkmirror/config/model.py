@@ -160,9 +160,9 @@ class SparkSettings(_Frozen):
     """Global, streaming engine: the driver's port its tasks report to every commit interval (0: any
     free port). On Kubernetes, a fixed port the driver's Service exposes, as ``spark.driver.port``."""
     batch_max_records: int = Field(default=2_000_000, ge=1, alias="sparkmirror.batch.max.records")
-    """Most records read per micro-batch across all partitions (Spark's ``maxOffsetsPerTrigger``). Each
-    batch ends on a barrier (every task flushes, then the driver commits), so larger batches copy faster;
-    with the direct reader a batch's size does not set its memory (measured in docs/performance.md)."""
+    """A copy task commits sooner than ``sparkmirror.commit.interval.ms`` once it has handed this many
+    records to its producers since its last commit (at least once, half of it: two intervals may be
+    unfinished at a crash), which bounds what a crash copies again (docs/faults.md)."""
     source_reader: Literal["direct", "spark"] = Field(default="direct", alias="sparkmirror.source.reader")
     """How records are read from the source: ``direct``, each streaming task's librdkafka consumer (the
     only reader). ``spark`` (Spark's Kafka source, Arrow and the Python worker) ran on the retired

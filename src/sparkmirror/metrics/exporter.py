@@ -44,8 +44,8 @@ METRIC_NAMES: dict[str, str] = {
     "sparkmirror_records_lost_total": "Records deleted on the source (retention) before they were mirrored.",
     "sparkmirror_lag_records": "Records on the source not yet mirrored.",
     "sparkmirror_lag_seconds": "Age of the oldest record not yet mirrored (0 when none waits).",
-    "sparkmirror_batch_duration_seconds": "Wall time of a micro-batch on the driver, planning to commit.",
-    "sparkmirror_last_batch_timestamp_seconds": "Unix time of the last committed micro-batch.",
+    "sparkmirror_batch_duration_seconds": "Wall time of one copy task's interval, from its last report to this one.",
+    "sparkmirror_last_batch_timestamp_seconds": "Unix time of the last interval a copy task made final.",
     "sparkmirror_flow_state": "The flow's state: 1 for the current one of starting, running, paused, restarting, "
     "stopped, failed.",
     "sparkmirror_source_topic_deletions_total": "Source topics the flow mirrored found deleted on the source "
@@ -174,7 +174,7 @@ class MirrorMetrics:
 
 
 class FlowMetrics:
-    """The metrics of one flow; called from the driver's batch handler and chores."""
+    """The metrics of one flow; called from the tasks' reports (driver/stream.py) and the chores."""
 
     def __init__(self, metrics: MirrorMetrics, source: str, target: str, remote_name: Callable[[str], str]) -> None:
         self.m = metrics
@@ -191,7 +191,7 @@ class FlowMetrics:
         return (self.source, self.target, remote, str(partition))
 
     def batch(self, results: Iterable[PartitionResult], seconds: float, now_s: float) -> None:
-        """A committed micro-batch: the tasks' result rows and its duration."""
+        """A task's interval made final: its result rows and its length."""
         m = self.m
         for r in results:
             n = r.records

@@ -70,7 +70,7 @@ def build_session(
             master = master[:-1] + f",{settings['spark.task.maxFailures']}]"
     settings.update(conf)
     settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars", ""), *jar_paths]))
-    # Executors must run a Python that has confluent-kafka and pyarrow.
+    # Executors must run a Python that has confluent-kafka.
     settings["spark.pyspark.python"] = executor_python(settings, os.environ)
     settings.setdefault("spark.pyspark.driver.python", sys.executable)
     # Dev and test set-ups live on loopback; a real cluster sets its own.

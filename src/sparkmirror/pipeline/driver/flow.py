@@ -878,8 +878,8 @@ class Flow:
     def close(self) -> None:
         """Stop the query and let go of every Kafka client of the flow.
 
-        Spark keeps the batch handler (and with it this flow's parts) referenced until the session
-        ends; clients let go of here are destroyed now, not when the process exits (their threads
+        Spark may keep this flow's parts referenced until the session ends (the copy's closures);
+        clients let go of here are destroyed now, not when the process exits (their threads
         would log refused connections once the clusters are gone).
         """
         self.stop_requested.set()

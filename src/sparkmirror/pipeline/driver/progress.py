@@ -14,8 +14,6 @@ from sparkmirror.kafka.lag import record_timestamps
 from sparkmirror.pipeline.executor.results import PartitionResult
 
 if TYPE_CHECKING:
-    from pyspark.sql.streaming import StreamingQuery
-
     from sparkmirror.pipeline.driver.stream import StreamingCopy
 
 #: Spark's query progress, as its JSON.
@@ -150,20 +148,11 @@ def partition_lags(clients: FlowClients, progress: ProgressJson | None) -> dict[
     }
 
 
-def last_progress(query: StreamingQuery | StreamingCopy) -> dict[str, object] | None:
-    """The query's last progress as a dict, in two Py4J calls.
-
-    pyspark's ``StreamingQuery.lastProgress`` converts the Java object field by field, one Py4J
-    round trip per key; polled twice a second that kept the driver's gateway and the JVM busy while
-    micro-batches ran. Spark's own JSON of the same object is one call.
-    """
-    if not hasattr(query, "_jsq"):  # the streaming engine's job (driver/stream.py) keeps the same shape itself
-        return query.progress_json()
-    jprogress = query._jsq.lastProgress()
-    if jprogress is None:
-        return None
-    parsed = json.loads(jprogress.json())
-    return parsed if isinstance(parsed, dict) else None
+def last_progress(query: StreamingCopy) -> dict[str, object] | None:
+    """The copy's last progress as a dict, in the shape of a Structured Streaming query's progress
+    (``sources[].startOffset / endOffset / latestOffset``), which :func:`lag_from_progress` and
+    :func:`partition_lags` read."""
+    return query.progress_json()
 
 
 def _offsets(raw: object) -> dict[str, dict[str, int]] | None:

@@ -240,7 +240,7 @@ class StreamingCopy:
                     self._stop.set()
         if self.handler.metrics is not None and results:
             try:
-                self.handler.metrics.batch(results, self.plan.commit_interval_ms / 1000, time.time())
+                self.handler.metrics.batch(results, report.window_s or self.plan.commit_interval_ms / 1000, time.time())
             except Exception as exc:  # noqa: BLE001 - metrics must not fail the copy
                 log.warning("flow=%s metrics of task %d not counted: %s", self.flow, report.task, exc)
         return self.throttle.answer(report, self._stop.is_set())

@@ -15,8 +15,7 @@ on the target for each partition (the progress group's offset on the remote topi
 offset still to mirror) becomes the partition's floor, and the sink skips what lies below it, so a
 replayed range is written once. A group's records, dead-lettered records, offset-map segments and
 the new progress of each of its partitions (``send_offsets_to_transaction``) commit together, one
-transaction per group per task. The target cluster, not Spark's checkpoint, is the source of truth
-for progress.
+transaction per group per interval. The target cluster is the only record of progress.
 
 What it must never do: commit while a record of the group is neither acknowledged nor
 dead-lettered, or commit progress past a record it did not write. Any doubt aborts and fails.

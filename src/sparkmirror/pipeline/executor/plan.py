@@ -23,7 +23,7 @@ Tail = tuple[int, int, int]
 #: (source topic, partition).
 PartitionKey = tuple[str, int]
 
-#: Source consumer settings the direct reader owns: positions come from Spark's plan, never from a group.
+#: Source consumer settings the copy task owns: positions come from the target, never from a group.
 READER_SETTINGS = {
     "enable.auto.commit": "false",
     "enable.auto.offset.store": "false",

@@ -9,7 +9,7 @@ offset map's segments come out exact. How a partition's writes become final is i
 What it must never do: report a partition as written while one of its records is neither
 acknowledged by the target nor (``errors.tolerance=all``) written to the dead-letter topic.
 Every other outcome raises, or (a record the target refuses for good) is returned as the
-partition's refusal, and the micro-batch is not committed.
+partition's refusal, and nothing past it becomes progress.
 """
 
 from __future__ import annotations

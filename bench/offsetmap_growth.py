@@ -111,6 +111,7 @@ def _fresh_map_topic(bootstrap: str) -> tuple[Any, str, Any]:
         props = Path(tmp) / "mm2.properties"
         props.write_text(
             f"clusters = {alias}, B\n{alias}.bootstrap.servers = {bootstrap}\nB.bootstrap.servers = {bootstrap}\n"
+            f"{alias}->B.enabled = true\n"
         )
         flow = load_config(props).flows[0]
     topic = offset_map_topic(flow.source)

@@ -127,13 +127,12 @@ def test_sigkill_three_times_loses_nothing(bootstraps, tmp_path: Path) -> None:
         assert first_seen == expected, f"A.{topic}[{p}]: order of first occurrences differs from the source"
     print(f"records={RECORDS} kills={kills} lost=0 duplicates={duplicates}")
     flow = load_config(cfg).flows[0]
-    if flow.spark.engine == "streaming":
-        # A kill copies again at most what each task wrote since its last durable commit (docs/faults.md):
-        # caught up, one commit interval of the load (1,000 records/s) and the commit's own round trips;
-        # catching up the backlog of the restart, sparkmirror.batch.max.records.
-        tasks = os.cpu_count() or 1
-        bound = kills * max(int(1000 * (flow.spark.commit_interval_ms / 1000 + 1.0)), tasks * BATCH)
-        assert duplicates <= bound, f"{duplicates} duplicates after {kills} kills, above the bound {bound}"
+    # A kill copies again at most what each task wrote since its last durable commit (docs/faults.md):
+    # caught up, one commit interval of the load (1,000 records/s) and the commit's own round trips;
+    # catching up the backlog of the restart, sparkmirror.batch.max.records.
+    tasks = os.cpu_count() or 1
+    bound = kills * max(int(1000 * (flow.spark.commit_interval_ms / 1000 + 1.0)), tasks * BATCH)
+    assert duplicates <= bound, f"{duplicates} duplicates after {kills} kills, above the bound {bound}"
 
     # Translation stays exact after at-least-once replays: a group stopped at
     # random positions on A translates (`sparkmirror offsets translate`) to the

@@ -1,12 +1,13 @@
 """The JVM jars sparkmirror runs on, resolved from Maven Central once and then read offline.
 
-Production needs Spark's Kafka connector (the pipeline's session puts it on
-Spark's classpath); the dev clusters, the tests and the benchmark need Kafka's
-broker, its MM2 client and MM2 itself. Each is an :class:`ArtifactSet` whose
-jars live in one folder of the cache under ``$SPARKMIRROR_CACHE`` (default
-``~/.cache/sparkmirror``). This package must never reach the network except in
-:func:`fetch` (``sparkmirror setup``, or a benchmark's first run), never write
-into the project tree, and never import a Kafka client or start a JVM.
+Spark's Kafka connector is still fetched, and the pipeline's session puts it on
+Spark's classpath, but the copy no longer reads through it; the dev clusters,
+the tests and the benchmark need Kafka's broker, its MM2 client and MM2 itself.
+Each is an :class:`ArtifactSet` whose jars live in one folder of the cache under
+``$SPARKMIRROR_CACHE`` (default ``~/.cache/sparkmirror``). This package must never
+reach the network except in :func:`fetch` (``sparkmirror setup``, or a benchmark's
+first run), never write into the project tree, and never import a Kafka client or
+start a JVM.
 """
 
 from sparkmirror.artifacts.cache import (

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from sparkmirror.config.model import MirrorConfig
 
 
-def demo_properties(source: str, target: str, checkpoints: Path) -> str:
+def demo_properties(source: str, target: str) -> str:
     return f"""\
 # Written by `sparkmirror demo`; MirrorMaker 2's format.
 clusters = A, B
@@ -26,7 +26,6 @@ replication.factor = 1
 checkpoints.topic.replication.factor = 1
 heartbeats.topic.replication.factor = 1
 offset-syncs.topic.replication.factor = 1
-sparkmirror.checkpoint.location = {checkpoints}
 """
 
 
@@ -63,9 +62,7 @@ def demo(directory: Path, records: int) -> None:
         + ", ".join(f"orders[{p}] at {o:,}" for (_t, p), o in sorted(positions.items()))
     )
     props = Path(directory).absolute() / "demo-mm2.properties"
-    # One checkpoint per incarnation of cluster A: a re-created A starts afresh.
-    source_id = DevClusters(directory).status()["A"].cluster_id
-    props.write_text(demo_properties(boots["A"], boots["B"], Path(directory).absolute() / "checkpoints" / source_id))
+    props.write_text(demo_properties(boots["A"], boots["B"]))
     click.echo(f"mirroring A -> B with sparkmirror (config: {props}) ...")
     cfg = load_config(props)
     runners = Mirror(cfg, once=True).run()

@@ -21,7 +21,9 @@ Differences from MM2 4.x, on purpose: MM2 ignores top-level ``consumer.*`` etc. 
 for its connectors, and lets ``X.consumer.*`` beat ``S->T.consumer.*``; here a more specific
 key always wins. MM2's connector keys that look like client keys (``consumer.poll.timeout.ms``,
 ``admin.timeout.ms``) are not passed to clients. ``enable.auto.commit``, ``auto.offset.reset``
-and ``client.id`` are left to the code that builds the clients (Spark's Kafka source forbids them).
+and ``client.id`` are left to the code that builds each client, which sets them as that client needs
+(the copy's source consumer, for one, never commits to a group and fails on a position the source
+no longer holds).
 """
 
 from __future__ import annotations
@@ -238,10 +240,8 @@ def _validation_error(exc: ValidationError, keys: Mapping[str, str], what: str) 
 
 
 class _Loader:
-    def __init__(self, props: Mapping[str, str], restrict: Sequence[str] | None, base_dir: Path | None = None) -> None:
+    def __init__(self, props: Mapping[str, str], restrict: Sequence[str] | None) -> None:
         self.props = dict(props)
-        #: The configuration file's directory: relative paths in it are taken from there.
-        self.base_dir = base_dir
         self.restrict = restrict
         self.unknown: list[str] = []
         #: Keys of the retired micro-batch engine (``RETIRED_KEYS``): ignored, with one warning.
@@ -509,7 +509,6 @@ def load_config(
     ``--clusters``: only flows whose target is listed are kept in :attr:`MirrorConfig.flows`.
     Raises :class:`ConfigError` naming the key at fault.
     """
-    base_dir = None
     if isinstance(source, Mapping):
         props = {str(k): str(v) for k, v in source.items()}
     else:
@@ -519,6 +518,5 @@ def load_config(
         else:
             path = Path(text_or_path)
             props = read_properties_file(path)
-            base_dir = path.absolute().parent
     # As MM2 does (MirrorMakerConfig.transform): every value through config.providers first.
-    return _Loader(resolve_placeholders(props), clusters, base_dir).load()
+    return _Loader(resolve_placeholders(props), clusters).load()

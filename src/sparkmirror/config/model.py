@@ -217,7 +217,7 @@ class SparkSettings(_Frozen):
     the target (same effect as MM2's ``exactly.once.source.support = enabled``)."""
     source_loss: Literal["report", "fail"] = Field(default="report", alias="sparkmirror.source.loss")
     """What a flow does when records expired on the source before they were mirrored (found before a
-    batch is copied, also after restarts): ``report`` logs topic, partition, offsets and count, counts
+    copy job's tasks start, also after restarts): ``report`` logs topic, partition, offsets and count, counts
     them in the run's summary and exit code (5), and carries on; ``fail`` stops the flow before it
     copies past the gap (exit code 5). docs/faults.md."""
     adopt_mm2: bool = Field(default=True, alias="sparkmirror.adopt.mm2")
@@ -242,10 +242,10 @@ class SparkSettings(_Frozen):
     exactly_once_transactions: int = Field(default=-1, ge=-1, le=10_000, alias="sparkmirror.exactly.once.transactions")
     """Exactly-once: how many transactional ids (transaction groups) a flow writes with; each source
     partition belongs to one group for good (a function of topic and partition) and each group commits
-    one transaction per batch with all its partitions' records, offset-map segments and progress.
-    -1 (default): twice Spark's default parallelism (the cores) at the flow's start; 0: one id and one
-    transaction per source partition (the only layout before; the ``spark`` reader always uses it). A change
-    is safe: each start fences the ids of every layout that may still hold a transaction."""
+    one transaction per commit interval with all its partitions' records, offset-map segments and
+    progress. -1 (default): twice Spark's default parallelism (the cores) at the flow's start; 0: one id
+    and one transaction per source partition (the only layout before). A change is safe: each start
+    fences the ids of every layout that may still hold a transaction."""
     transaction_timeout_ms: int = Field(default=300_000, ge=1000, alias="sparkmirror.transaction.timeout.ms")
     """``transaction.timeout.ms`` of the exactly-once writer's producers; a task's transaction must
     commit within it (the broker's ``transaction.max.timeout.ms`` caps it, 15 minutes by default)."""

@@ -87,7 +87,7 @@ _FIXED = {INT16: struct.Struct(">h"), INT32: struct.Struct(">i"), INT64: struct.
 _STRING_LEN = _FIXED[INT16]
 _MAX_STRING_BYTES = 0x7FFF
 #: Offset-map records in their version-0 layouts, read in one call each: a run loads every
-#: segment of the map at start (one per partition per exactly-once batch), and the generic
+#: segment of the map at start (one per partition per exactly-once transaction), and the generic
 #: field-by-field reader made that load take minutes at 1,000 partitions.
 _SEGMENT_KEY_TAIL_V0 = struct.Struct(">iq")
 _SEGMENT_VALUE_V0 = struct.Struct(">hqqqq")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
-#: Group-name prefixes of the mirror's own consumers (Spark's Kafka source, the direct reader, the
-#: exactly-once progress): never checkpointed, synced or failed over, whatever ``groups`` says.
+#: Group-name prefixes of the mirror's own consumers, never checkpointed, synced or failed over,
+#: whatever ``groups`` says: ``__sparkmirror`` (the copy tasks' source reader, the progress and the
+#: other groups named here), ``sparkmirror-reader-`` (the client API's checkpoint reader, by default)
+#: and ``spark-kafka-source-`` (Spark's Kafka source, which the retired micro-batch engine read with).
 OWN_GROUP_PREFIXES = ("spark-kafka-source-", "sparkmirror-reader-", "__sparkmirror")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -22,7 +24,7 @@ def offset_map_topic(source_alias: str) -> str:
 
 
 def progress_group(source_alias: str, target_alias: str) -> str:
-    """The target group whose offsets on the remote topics hold an exactly-once flow's progress.
+    """The target group whose offsets on the remote topics hold a flow's progress (at least once and exactly once).
 
     ``__``-prefixed so MM2's default ``groups.exclude`` (and ours) never checkpoints or syncs it.
     """
@@ -55,7 +57,7 @@ def transactions_group(source_alias: str, target_alias: str) -> str:
 
 
 def reader_group(flow_name: str) -> str:
-    """The ``group.id`` of the direct reader's source consumers: never joined, never committed to."""
+    """The ``group.id`` of the copy tasks' source consumers: never joined, never committed to."""
     return f"__sparkmirror.reader.{flow_name}"
 
 

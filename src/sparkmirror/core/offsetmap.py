@@ -4,18 +4,19 @@ translation of consumer positions between the source and the target in both dire
 The writer knows, for every record it writes, its upstream offset u and downstream offset d.
 It reports them as **segments**, maximal runs where both advance by one
 (:func:`segments_from_offsets`); the map keeps every segment per source partition, so storage
-grows with the number of segments (about one per partition per micro-batch), not records.
+grows with the number of segments (about one per partition per commit interval), not records.
 Translation is O(log n) in the number of segments of the partition (bisect over sorted lists;
 a map changed by anything but an append in write order is re-sorted once, lazily).
 
-Exactly-once writes one segment per partition per micro-batch that cannot extend the one before
+Exactly-once writes one segment per partition per transaction that cannot extend the one before
 (the transaction's commit marker takes a downstream offset), a day of them at 1,000 partitions
-is 86 million. Such runs are folded into **chains** (:class:`Chain`): consecutive batches of a
-partition, each starting upstream where the one before ended and downstream ``gap`` past its end,
-held as one array of cumulative upstream ends (4 or 8 bytes a batch instead of a ``Segment``).
-A chain translates exactly as its batches would one by one: it is one element of the views below,
-resolved by a bisect inside it, and the rebuild falls back to its batches where anything else was
-written in the middle of its downstream span (never under W; see :meth:`PartitionMap.fold`).
+and a transaction a second is 86 million. Such runs are folded into **chains** (:class:`Chain`):
+consecutive batches of a partition (a batch: one such segment), each starting upstream where the
+one before ended and downstream ``gap`` past its end, held as one array of cumulative upstream ends
+(4 or 8 bytes a batch instead of a ``Segment``). A chain translates exactly as its batches would one
+by one: it is one element of the views below, resolved by a bisect inside it, and the rebuild falls
+back to its batches where anything else was written in the middle of its downstream span (never
+under W; see :meth:`PartitionMap.fold`).
 
 This module must never import pyspark or a Kafka client, and never guess: where it cannot
 translate it says so (``Method.NO_HISTORY``, :class:`NotLoadedError`).
@@ -24,7 +25,7 @@ What the writer guarantees (the precondition, W)
     W1. Each downstream offset holds at most one record: segments of a partition have disjoint
         downstream ranges, and a segment written later sits at higher downstream offsets.
     W2. A write run (a task attempt that completed) starts at an upstream offset no higher than
-        everything mirrored before it (a replay starts earlier, a normal batch right at the end)
+        everything mirrored before it (a replay starts earlier, a normal interval right at the end)
         and writes every record from there on, in order, up to at least the previous end.
         Hence the records with a copy below any downstream offset form a prefix of the
         upstream log (gaps excepted), and the copy written last of a record is followed by
@@ -211,7 +212,7 @@ def segments_from_offsets(
 
 def extend_tail(segments: list[tuple[int, int, int]], tail: tuple[int, int, int] | None) -> list[tuple[int, int, int]]:
     """One task's ``(upstream start, downstream start, count)`` segments of a partition, in order,
-    with the first joined to ``tail`` (the partition's last segment when the batch was planned)
+    with the first joined to ``tail`` (the partition's last segment before this interval)
     when it continues it on both sides."""
     if segments and tail is not None:
         u0, d0, n0 = tail
@@ -485,7 +486,8 @@ class PartitionMap:
         self._chains_u_end = 0
         self._dirty = False
         #: The segment with the highest downstream start, kept apart from the views (which an
-        #: extension of that segment makes dirty): the writer asks for it every micro-batch.
+        #: extension of that segment makes dirty): the driver asks for it at every job's start and
+        #: topic refresh.
         #: None means "not known", found again on demand.
         self._last: Segment | None = None
         self._reset_views()
@@ -533,8 +535,9 @@ class PartitionMap:
         """The segment with the highest downstream start (the one the writer extends); None if empty.
         A chain's last batch counts as a segment (the fold never folds the last one written).
 
-        Constant time while segments are added in write order, as the writer does: a micro-batch
-        asks it of every partition, and sorting a long history each time grew with its length."""
+        Constant time while segments are added in write order, as the writer does: a job's start
+        and each topic refresh ask it of every partition, and sorting a long history each time grew
+        with its length."""
         if self._last is None and (self._segments or self._chains):
             candidates = list(self._segments.values())
             if self._chains:

@@ -2,19 +2,19 @@
 
 A flow's exactly-once writer groups its source partitions into ``groups`` transaction groups
 (``sparkmirror.exactly.once.transactions``); every partition of a group is written by the producer
-of the group's ``transactional.id``, one transaction per group per batch (or round). ``groups = 0``
-is the original layout: an id and a transaction per source partition (the ``spark`` reader, whose
-Spark tasks hold one partition each, always uses it).
+of the group's ``transactional.id``, one transaction per group per commit interval. ``groups = 0``
+is the original layout: an id and a transaction per source partition.
 
 Rules the rest of the pipeline relies on, and the tests pin:
 
 - **Stable assignment.** A partition's group is a pure function of (topic, partition, groups): a
-  retried, replayed or speculative attempt of a range uses the id of the attempt it replaces, and
-  ``init_transactions`` fences it (``tests/unit/core/test_transactions.py``).
+  retried or speculative attempt of a task, or a task of the job that replaces a failed one, uses the
+  id of the writer it replaces, and ``init_transactions`` fences it
+  (``tests/unit/core/test_transactions.py``).
 - **Distinct ids per layout.** The id names the layout (``#<group>-of-<groups>``; ``#`` never occurs
   in a sanitised topic name), so no id of one layout is an id of another, and a layout used again
   gets the same ids again.
-- **One task per group** (the planner, :func:`sparkmirror.core.ranges.share_out` with
+- **One task per group** (the driver's assignment, :func:`sparkmirror.core.ranges.share_out` with
   :func:`group_key`): two tasks holding the same id at once would fence each other.
 - **Fence every layout that may hold an open transaction.** The layouts a flow has used since its
   last complete fencing are recorded on the target (:func:`format_layouts`); a start fences the ids
@@ -74,7 +74,8 @@ def layout_ids(source_alias: str, target_alias: str, groups: int, topics: Mappin
 
 
 def group_key(groups: int) -> Callable[[str, int], object] | None:
-    """What the planner keeps in one task: the partition's group (``None``: per partition, no constraint)."""
+    """What the driver's assignment keeps in one task: the partition's group (``None``: per partition, no
+    constraint)."""
     if groups == PER_PARTITION:
         return None
     return lambda topic, partition: transaction_group(topic, partition, groups)

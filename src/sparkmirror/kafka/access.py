@@ -2,9 +2,10 @@
 
 Authentication failures (wrong password, unknown user, refused certificate) and authorization
 failures (a missing ACL) are not transient: retrying hides them behind back-off messages. This
-module recognises them in librdkafka's errors and in the Java client's exceptions (Spark's Kafka
-source), names the principal a client authenticates as (from its settings, never showing a
-secret), and builds the :class:`AccessDenied` error that stops a flow.
+module recognises them in librdkafka's errors and in the Java client's exceptions (those of
+Spark's Kafka source, which the copy no longer reads with: its clients are librdkafka's), names
+the principal a client authenticates as (from its settings, never showing a secret), and builds
+the :class:`AccessDenied` error that stops a flow.
 
 Exit codes: an authentication failure is a configuration error (2: the credentials or stores
 in the file are wrong); an authorization failure is a runtime error (1: the cluster's ACLs must

@@ -1,11 +1,11 @@
 """Kafka clients built from MM2-style (Java client) properties.
 
 The configuration speaks the Java client's language, because that is what an
-MM2 file holds and what Spark's Kafka source (a Java consumer) takes as is.
-The writer and the admin work use confluent-kafka (librdkafka), whose key
-names mostly agree; this module turns the one into the other, drops what only
-makes sense to the JVM, and refuses what cannot be carried over (a JKS trust
-store, say) with an error that names the key.
+MM2 file holds. The copy (its reader and its writer) and the admin work use
+confluent-kafka (librdkafka), whose key names mostly agree; this module turns
+the one into the other, drops what only makes sense to the JVM, and refuses
+what cannot be carried over (a JKS trust store, say) with an error that names
+the key.
 
 It must never log a property value: values may be secrets.
 """

@@ -2,8 +2,8 @@
 
 :class:`FlowClients` builds every client configuration of one flow from its
 :class:`~sparkmirror.config.model.FlowConfig` once (source and target consumers, the writer's
-producer, the source producer of MM2's offset syncs, both admins, the options of Spark's Kafka
-source); :class:`ClusterClients` does the same for one cluster of a
+producer, the source producer of MM2's offset syncs, both admins); :class:`ClusterClients` does
+the same for one cluster of a
 :class:`~sparkmirror.config.model.MirrorConfig` (failover, heartbeats). The run, translate,
 failover and the client API take their settings from here instead of revealing and converting
 properties themselves. A flow's settings are built on first use, once, so that a read-only caller
@@ -26,18 +26,6 @@ from sparkmirror.kafka.clients import admin_config, librdkafka_config, producer_
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
-
-#: Options Spark's Kafka source manages itself and refuses from users.
-SPARK_MANAGED = frozenset(
-    {
-        "group.id",
-        "auto.offset.reset",
-        "enable.auto.commit",
-        "key.deserializer",
-        "value.deserializer",
-        "interceptor.classes",
-    }
-)
 
 
 class _Admins:
@@ -128,12 +116,12 @@ class FlowClients:
 
     @cached_property
     def source_consumer(self) -> dict[str, str]:
-        """librdkafka consumer of the source (the direct reader, source group offsets)."""
+        """librdkafka consumer of the source (the copy tasks' reader, source group offsets)."""
         return librdkafka_config(self.flow.source_consumer_props(reveal_secrets=True), role="consumer")
 
     @cached_property
     def target_consumer(self) -> dict[str, str]:
-        """librdkafka consumer of the target (internal topics, the exactly-once progress)."""
+        """librdkafka consumer of the target (internal topics, the copy's progress)."""
         return librdkafka_config(self.flow.target_consumer_props(reveal_secrets=True), role="consumer")
 
     @cached_property
@@ -168,11 +156,6 @@ class FlowClients:
     def internal_producer(self) -> dict[str, str]:
         """The target producer for internal topics (offset map, checkpoints): never transactional."""
         return {k: v for k, v in self.target_producer.items() if k != "transactional.id"}
-
-    def spark_source_options(self) -> dict[str, str]:
-        """The source consumer's Java properties as options of Spark's Kafka source (``kafka.*``)."""
-        props = self.flow.source_consumer_props(reveal_secrets=True)
-        return {f"kafka.{k}": v for k, v in props.items() if k not in SPARK_MANAGED}
 
     def validate(self) -> None:
         """Build every client setting and have librdkafka check them now, before Spark starts (a refused

@@ -10,8 +10,8 @@ offsets through the code path that handles those errors, and never joins the
 group. Seen and traced with gdb here; see docs/decisions.md.
 
 This costs a client per group: for one group at a time (failover, translate,
-the exactly-once progress) and for the groups the batch reader could not read.
-The checkpoint emitter reads all groups at once through
+the copy's progress) and for the groups the concurrent reader could not read:
+the checkpoint emitter reads all groups at once through
 :mod:`sparkmirror.kafka.groupreader`.
 """
 

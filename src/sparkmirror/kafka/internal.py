@@ -78,7 +78,7 @@ COMPACTED = {"cleanup.policy": "compact"}
 
 #: Compacted topics that sparkmirror reads back whole at every start (offset map, checkpoints,
 #: status) and that rewrite the same keys all the time (at-least-once extends a partition's last
-#: segment every batch; a checkpoint pass rewrites every moved group). Kafka's log cleaner never
+#: segment every commit interval; a checkpoint pass rewrites every moved group). Kafka's log cleaner never
 #: touches the active log segment, which rolls at 1 GiB or after 7 days by default: a read-back
 #: could wade through a GiB of superseded records (~13 million). 8 MiB segments rolled at least
 #: hourly keep what a start reads near the live keys plus a few MiB.

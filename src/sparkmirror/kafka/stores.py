@@ -2,10 +2,10 @@
 
 An MM2 file names Java's stores: ``ssl.truststore.*`` and ``ssl.keystore.*`` of type JKS
 (Java's default), PKCS12 or PEM, by location or (PEM) inline as ``ssl.truststore.certificates``,
-``ssl.keystore.key`` and ``ssl.keystore.certificate.chain``. Spark's Kafka source (a Java
-client) takes them as they are. librdkafka reads no JKS, and reads keys and certificates best
-as PEM files, so at start-up each store is converted once into a private directory (mode 0700,
-made by :func:`tempfile.mkdtemp`) that is removed when the process exits:
+``ssl.keystore.key`` and ``ssl.keystore.certificate.chain``. librdkafka (every Kafka client
+sparkmirror makes) reads no JKS, and reads keys and certificates best as PEM files, so at
+start-up each store is converted once into a private directory (mode 0700, made by
+:func:`tempfile.mkdtemp`) that is removed when the process exits:
 
 - JKS: Java's own ``keytool`` turns it into PKCS12 (passwords handed over in its environment,
   ``-storepass:env``, never on its command line), then as PKCS12;

@@ -2,11 +2,14 @@
 
 Segments (see :mod:`sparkmirror.core.offsetmap`) are records of a compacted
 topic on the target, ``sparkmirror-offset-map.<source alias>.internal``, keyed
-by (source topic, partition, upstream start): a replay from the same upstream
-start, or a segment extended by the next batch, replaces the earlier record.
-In exactly-once mode the writer puts them in the data's transaction; in
-at-least-once mode the driver writes them after the batch's records are
-acknowledged and before Spark commits the batch.
+by (source topic, partition, upstream start): a copy written again from the same
+upstream start, or a segment extended by the next commit interval, replaces the
+earlier record. The copy tasks write them: exactly once in the data's transaction,
+at least once after the interval's records are acknowledged and before its
+progress is committed. The driver adds the segments the tasks report to the map
+in memory (:meth:`OffsetMapStore.apply`), and loads, prunes and folds the topic.
+:meth:`OffsetMapStore.write` writes segments itself, for ``offsets index-history``
+(:mod:`sparkmirror.offsets.history`).
 
 Rules: nothing is translated before the topic was read to its end (the
 in-memory map refuses until :meth:`OffsetMapStore.load` marks it loaded);
@@ -19,8 +22,9 @@ open chain of a partition is rewritten under its key with the new batches,
 then the replaced segments get tombstones. The chains are acknowledged before
 any tombstone is sent, so a crash between the two leaves both on the topic;
 they translate identically and the next fold sends the missing tombstones.
-Exactly-once writes one segment per partition per batch; without folding, a
-day at 1,000 partitions is 86 million records to load.
+Exactly-once writes one segment per partition per commit interval; without
+folding, a day at 1,000 partitions and an interval a second is 86 million records
+to load.
 
 It holds the map only: MM2's offset syncs are written by
 :class:`sparkmirror.offsets.syncs.OffsetSyncWriter`.
@@ -127,12 +131,12 @@ class OffsetMapStore:
 
     # -- updates ------------------------------------------------------------
     def apply(self, segments: Iterable[Segment]) -> None:
-        """Record segments already durable on the target (exactly-once mode)."""
+        """Record segments already durable on the target (the copy tasks wrote them)."""
         with self._lock:
             self.map.add_all(segments)
 
     def write(self, segments: list[Segment]) -> None:
-        """Make segments durable, then record them (at-least-once mode)."""
+        """Make segments durable, then record them (``offsets index-history``'s segments)."""
         if not segments:
             return
         with self._write_lock:
@@ -163,7 +167,7 @@ class OffsetMapStore:
                     tail = pm.last_written() if pm is not None else None
                     if tail is None:
                         continue
-                    # Never the last segment: a batch may be extending it
+                    # Never the last segment: a task may be extending it
                     # under the same key right now.
                     removed += self.map.prune(topic, partition, min(start, tail.downstream_start))
             if not removed:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from sparkmirror.errors import SparkMirrorError
 
-#: Marker the driver looks for in a failed batch's error text.
+#: Marker the driver looks for in the error text of a failed copy job.
 TERMINAL_MARKER = "[sparkmirror:terminal]"
 
 
@@ -33,13 +33,6 @@ def _rebuild_write_error(message: str, terminal: bool) -> WriteError:
 
 class FlowFailed(SparkMirrorError):
     """A flow stopped on an error that retrying cannot fix."""
-
-
-#: How a re-created source topic's refusal starts its terminal message.
-TOPIC_RECREATED_PREFIX = "topic re-created:"
-
-#: How a source-loss refusal (``sparkmirror.source.loss = fail``) starts its terminal message.
-SOURCE_LOSS_PREFIX = "source loss:"
 
 
 class SourceLossError(FlowFailed):

@@ -20,8 +20,6 @@ def test_flow_clients_build_every_role_once(tmp_path) -> None:  # type: ignore[n
     assert clients.target_consumer["bootstrap.servers"] == "b:9092"
     assert clients.target_producer["acks"] == "all"
     assert clients.target_producer["sasl.password"] == "s3cr3t-pw"
-    assert clients.spark_source_options()["kafka.bootstrap.servers"] == "a:9092"
-    assert "kafka.group.id" not in clients.spark_source_options()
     assert "transactional.id" not in clients.internal_producer
 
 

@@ -44,11 +44,11 @@ def test_summary_names_the_error_not_the_wrappers() -> None:
 
 def test_summary_of_a_failed_jvm_task_is_the_tasks_own_error() -> None:
     text = (
-        "An error occurred while calling z:sparkmirror.jvm.RangeCopier.copy.\n"
+        "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
         ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed 4 times, "
         "most recent failure: Lost task 0.3 in stage 3.0 (TID 9) (127.0.0.1 executor driver): "
         "java.lang.IllegalStateException: flow=A->B t[0] offset=7: delivery to A.t[0] failed (x); replayed\n"
-        "\tat sparkmirror.jvm.RangeCopier$Copy.run(RangeCopier.java:1)\n"
+        "\tat org.apache.spark.scheduler.Task.run(Task.scala:1)\n"
     )
     assert (
         summary(text)

@@ -106,7 +106,8 @@ class Mirror:
         self.spark = spark = build_session(self._master(), self.spark_conf)
         if callable(ours) and ours is not signal.default_int_handler and signal.getsignal(signal.SIGINT) is not ours:
             # pyspark's SparkContext replaces the SIGINT handler with one that cancels every job and
-            # raises KeyboardInterrupt: Ctrl+C must stop the mirror as SIGTERM does, after the batch.
+            # raises KeyboardInterrupt: Ctrl+C must stop the mirror as SIGTERM does, each task after its
+            # current interval.
             signal.signal(signal.SIGINT, ours)
         chores = Scheduler()
         heartbeats = self._heartbeats()

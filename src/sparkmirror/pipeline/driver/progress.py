@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -16,7 +15,8 @@ from sparkmirror.pipeline.executor.results import PartitionResult
 if TYPE_CHECKING:
     from sparkmirror.pipeline.driver.stream import StreamingCopy
 
-#: Spark's query progress, as its JSON.
+#: The copy's progress, shaped as a Structured Streaming query's progress JSON
+#: (:meth:`~sparkmirror.pipeline.driver.stream.StreamingCopy.progress_json`).
 ProgressJson = Mapping[str, object]
 
 
@@ -156,11 +156,4 @@ def last_progress(query: StreamingCopy) -> dict[str, object] | None:
 
 
 def _offsets(raw: object) -> dict[str, dict[str, int]] | None:
-    if raw is None:
-        return None
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return None
     return raw if isinstance(raw, dict) else None

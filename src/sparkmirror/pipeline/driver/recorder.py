@@ -21,7 +21,7 @@ from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.offsets.store import OffsetMapStore
 from sparkmirror.offsets.syncs import OffsetSyncWriter
 from sparkmirror.pipeline.driver.progress import FlowProgress, SourceLoss
-from sparkmirror.pipeline.exceptions import SOURCE_LOSS_PREFIX, WriteError
+from sparkmirror.pipeline.exceptions import SourceLossError, WriteError
 from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
 
@@ -52,8 +52,6 @@ class CopyRecorder:
         self.progress = progress
         #: Source topics of the running copy and their partition counts.
         self.subscribed: dict[str, int] = {}
-        #: Exactly-once: which Python worker used each transactional id last (WritePlan.writers).
-        self.writers: dict[str, str] = {}
         #: Gaps already reported, (partition, first lost offset): a restart does not count them twice.
         self._reported: set[tuple[PartitionKey, int]] = set()
         #: Set after every recorded report; the supervisor resets its failure count on it.
@@ -61,7 +59,7 @@ class CopyRecorder:
         #: The flow's metrics (None: no metrics endpoint).
         self.metrics: FlowMetrics | None = None
 
-    def record(self, plan: WritePlan, results: list[PartitionResult]) -> None:
+    def record(self, results: list[PartitionResult]) -> None:
         """A task's results once they are final: a refused record stops the flow (a terminal
         :class:`WriteError`); the offset-map segments, already durable on the target (the task wrote
         them, exactly once in its transaction), join the map; MM2's offset syncs; the flow's progress."""
@@ -71,7 +69,6 @@ class CopyRecorder:
         segments = [Segment(r.topic, r.partition, u, d, n) for r in results for u, d, n in r.segments]
         self.syncs.emit(segments)  # MM2's offset syncs, for MM2's tools
         self.store.apply(segments)
-        self.writers.update({plan.transactional_id(r.topic, r.partition): r.writer for r in results})
         self.progress.add_commit(results)
         self.succeeded = True
 
@@ -80,9 +77,9 @@ class CopyRecorder:
         from what the target holds: the progress, and at least once the offset map's end) and the
         source's log start expired before they were mirrored. Say so (topic, partition, offsets,
         count), count them, and with ``sparkmirror.source.loss = fail`` stop the flow before anything
-        past the gap is copied. A running task that finds its position gone ends its job, and the
-        restart checks here again. Gaps inside a range (compaction, transaction markers, aborted
-        records) are not loss and are not looked at."""
+        past the gap is copied (:class:`SourceLossError`, exit 5). A running task that finds its
+        position gone ends its job, and the restart checks here again. Gaps inside a range
+        (compaction, transaction markers, aborted records) are not loss and are not looked at."""
         from confluent_kafka import TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
@@ -120,9 +117,8 @@ class CopyRecorder:
                 " (sparkmirror.source.loss = fail: stopping the flow)" if self.flow.spark.source_loss == "fail" else "",
             )
         if losses and self.flow.spark.source_loss == "fail":
-            raise WriteError(
-                f"{SOURCE_LOSS_PREFIX} flow={self.flow.name} records expired on the source before they were "
+            raise SourceLossError(
+                f"flow={self.flow.name} records expired on the source before they were "
                 f"mirrored: {', '.join(str(x) for x in losses)}. Nothing past the gap was copied; to go on, "
-                "set sparkmirror.source.loss = report (the gap stays reported) and run again",
-                terminal=True,
+                "set sparkmirror.source.loss = report (the gap stays reported) and run again"
             )

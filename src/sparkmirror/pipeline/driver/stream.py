@@ -83,7 +83,7 @@ class StreamingCopy:
     def __init__(
         self,
         spark: SparkSession,
-        handler: CopyRecorder,
+        recorder: CopyRecorder,
         plan: WritePlan,
         ranges: list[SourceRange],
         *,
@@ -91,8 +91,8 @@ class StreamingCopy:
         throttle: FlowThrottle | None = None,
     ) -> None:
         self.spark = spark
-        self.handler = handler
-        self.flow = handler.flow.name
+        self.recorder = recorder
+        self.flow = recorder.flow.name
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._error: BaseException | None = None
@@ -103,12 +103,12 @@ class StreamingCopy:
         }
         token = secrets.token_hex(16)
         self.token = token
-        self.server = report_server(spark, handler.flow.spark.report_port)
+        self.server = report_server(spark, recorder.flow.spark.report_port)
         self.server.register(token, self._on_report)
         self.plan = dataclasses.replace(plan, report_address=self.server.address, report_token=token)
         self.groups = assign(ranges, tasks, self.plan)
         #: Flow control: what the tasks follow from their start and are told with each answer.
-        self.throttle = throttle or FlowThrottle(self.flow, handler.flow.target, configured=None)
+        self.throttle = throttle or FlowThrottle(self.flow, recorder.flow.target, configured=None)
         self.plan = dataclasses.replace(self.plan, start_control=self.throttle.first(len(self.groups)))
         self.throttle.tasks(range(len(self.groups)))
         self.group_id = f"sparkmirror-stream-{self.flow}-{secrets.token_hex(4)}"
@@ -123,10 +123,6 @@ class StreamingCopy:
     @property
     def isActive(self) -> bool:  # noqa: N802 - the name StreamingQuery has
         return self._thread.is_alive()
-
-    @property
-    def status(self) -> dict[str, object]:
-        return {"isTriggerActive": False}
 
     def exception(self) -> BaseException | None:
         return self._error
@@ -234,13 +230,14 @@ class StreamingCopy:
                 self.positions[(t, p)] = (nxt, max(end, seen), read)
             if self._error is None and results:
                 try:
-                    self.handler.record(self.plan, results)
+                    self.recorder.record(results)
                 except BaseException as exc:  # noqa: BLE001 - a refusal: every task stops, the flow ends on it
                     self._error = exc
                     self._stop.set()
-        if self.handler.metrics is not None and results:
+        if self.recorder.metrics is not None and results:
             try:
-                self.handler.metrics.batch(results, report.window_s or self.plan.commit_interval_ms / 1000, time.time())
+                interval = report.window_s or self.plan.commit_interval_ms / 1000
+                self.recorder.metrics.batch(results, interval, time.time())
             except Exception as exc:  # noqa: BLE001 - metrics must not fail the copy
                 log.warning("flow=%s metrics of task %d not counted: %s", self.flow, report.task, exc)
         return self.throttle.answer(report, self._stop.is_set())

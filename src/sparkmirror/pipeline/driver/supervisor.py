@@ -20,12 +20,8 @@ from sparkmirror.errors import ConfigError
 from sparkmirror.kafka.access import AccessDenied
 from sparkmirror.pipeline.driver.flow import CONFIG_SYNC, REFRESH, Flow
 from sparkmirror.pipeline.exceptions import (
-    SOURCE_LOSS_PREFIX,
     TERMINAL_MARKER,
-    TOPIC_RECREATED_PREFIX,
     FlowFailed,
-    SourceLossError,
-    TopicRecreatedError,
     terminal_message,
 )
 
@@ -154,10 +150,6 @@ class FlowSupervisor:
             log.debug("flow=%s the copy's job failed: %s", flow.flow.name, text)
         terminal = terminal_message(text)
         if terminal is not None:
-            if terminal.startswith(SOURCE_LOSS_PREFIX):
-                raise SourceLossError(terminal.removeprefix(SOURCE_LOSS_PREFIX).strip())
-            if terminal.startswith(TOPIC_RECREATED_PREFIX):
-                raise TopicRecreatedError(terminal.removeprefix(TOPIC_RECREATED_PREFIX).strip())
             raise FlowFailed(terminal)
         denied = flow.access_denied(text, query=True)
         if denied is not None:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
-from sparkmirror.pipeline.executor.plan import WORKER_ID, PartitionKey, WritePlan
+from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.waits import brokers_text, retry_within
 
 if TYPE_CHECKING:
@@ -71,22 +71,13 @@ def producer(plan: WritePlan) -> Producer:
 
 def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer:
     """The worker's producer of the transactional id that writes this source partition (its
-    transaction group's), ``init_transactions``-ed.
-
-    When the driver says another worker used that id last (``plan.writers``), that worker's
-    ``init_transactions`` has fenced the producer cached here: it is replaced before use instead of
-    failing the task on its first request.
-    """
+    transaction group's), ``init_transactions``-ed. Each copy job has its own producer generation
+    (``plan.producer_generation``): a producer cached by an earlier job, fenced since, is never reused."""
     from sparkmirror.kafka.factory import new_producer
 
     conf = plan.transactional_producer_config(*partition)
     tid = conf["transactional.id"]
     key = _key("transactional", tid, plan.producer_generation, conf)
-    if plan.writers.get(tid, WORKER_ID) != WORKER_ID:
-        with _LOCK:
-            stale = _CLIENTS.pop(key, None)
-        if stale is not None:
-            discard_producer(stale)  # type: ignore[arg-type]
 
     def make() -> Producer:
         p = new_producer(conf)
@@ -110,7 +101,8 @@ def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer
 
 
 def progress_consumer(plan: WritePlan) -> Consumer:
-    """A target consumer of the flow's progress group (exactly-once)."""
+    """A target consumer of the flow's progress group (reads the progress; exactly-once: names the group in
+    the transactions)."""
     from sparkmirror.kafka.factory import new_consumer
 
     conf = plan.progress_consumer_config()
@@ -118,7 +110,7 @@ def progress_consumer(plan: WritePlan) -> Consumer:
 
 
 def source_consumer(plan: WritePlan) -> Consumer:
-    """The direct reader's source consumer."""
+    """A copy task's source consumer (:meth:`~.plan.WritePlan.reader_config`)."""
     from sparkmirror.kafka.factory import new_consumer
 
     conf = plan.reader_config()
@@ -126,7 +118,8 @@ def source_consumer(plan: WritePlan) -> Consumer:
 
 
 def discard_producer(producer: Producer) -> None:
-    """Forget a producer after a failure and drop what it still queues (the batch is replayed)."""
+    """Forget a producer after a failure and drop what it still queues (the task is retried from the
+    progress on the target)."""
     forget(producer)
     try:
         producer.purge()

@@ -8,14 +8,15 @@ progress on the target: duplicates at most, of the intervals not yet durable.
 :class:`Transactional` is exactly-once (KIP-656's idea, on Spark). Source partitions fall into
 transaction groups for good (:mod:`sparkmirror.core.transactions`, ``sparkmirror.exactly.once.
 transactions``; or one per partition), and each group is written by a producer whose
-``transactional.id`` is stable per (flow, group), so a retried, speculative or zombie attempt of the
-same ranges is fenced by ``init_transactions`` (the planner keeps a group in one task, and the
-driver's start fenced every id an earlier layout wrote with). After that call the progress committed
-on the target for each partition (the progress group's offset on the remote topic: the next upstream
-offset still to mirror) becomes the partition's floor, and the sink skips what lies below it, so a
-replayed range is written once. A group's records, dead-lettered records, offset-map segments and
-the new progress of each of its partitions (``send_offsets_to_transaction``) commit together, one
-transaction per group per interval. The target cluster is the only record of progress.
+``transactional.id`` is stable per (flow, group), so a retried, speculative or zombie attempt writing
+the same partitions is fenced by ``init_transactions`` (the driver's assignment keeps a group in one
+task, and the driver's start fenced every id an earlier layout wrote with). After that call the
+progress committed on the target for each partition (the progress group's offset on the remote topic:
+the next upstream offset still to mirror) becomes the partition's floor, and the sink skips what lies
+below it, so a record a retried attempt reads again is written once. A group's records,
+dead-lettered records, offset-map segments and the new progress of each of its partitions
+(``send_offsets_to_transaction``) commit together, one transaction per group per interval. The
+target cluster is the only record of progress.
 
 What it must never do: commit while a record of the group is neither acknowledged nor
 dead-lettered, or commit progress past a record it did not write. Any doubt aborts and fails.
@@ -196,7 +197,7 @@ def produce_segments(
 
 
 class Transactional:
-    """One transaction per transaction group; records, segments and progress commit together."""
+    """One transaction per transaction group per interval; records, segments and progress commit together."""
 
     def __init__(self, plan: WritePlan) -> None:
         self.plan = plan
@@ -265,7 +266,7 @@ class Transactional:
             return
         refused = refused_in_transaction(self.plan, parts) or settle_record_failures(producer, self.plan, parts)
         if refused:
-            producer.abort_transaction(30)  # the driver stops the flow; nothing of the group's ranges commits
+            producer.abort_transaction(30)  # the driver stops the flow; nothing of the group's interval commits
             return
         finish_segments(self.plan, parts)
         for w in parts:
@@ -339,11 +340,16 @@ class Transactional:
         except KafkaException as exc:
             err = exc.args[0]
             # Kafka's rule: a retriable commit error (a timeout) is retried as is (above); one that
-            # requires an abort aborts and replays the ranges; a fatal one (fenced) never commits.
+            # requires an abort aborts, and Spark retries the task from the progress on the target; a
+            # fatal one (fenced) never commits.
             fenced = "FENCED" in err.name() or err.fatal()
             raise WriteError(
                 f"{where}: transaction of {tid} not committed ({err.name()}: {err.str()}); "
-                + ("another writer of these partitions took over" if fenced else "the ranges will be replayed"),
+                + (
+                    "another writer of these partitions took over"
+                    if fenced
+                    else "the task is retried from the progress on the target"
+                ),
                 terminal=False,
             ) from None
 

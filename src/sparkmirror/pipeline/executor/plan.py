@@ -57,10 +57,11 @@ class WritePlan:
     max_record_bytes: dict[str, int] = field(default_factory=dict)
     #: Compacted topic on the target holding the offset map's segments.
     offset_map_topic: str = ""
-    #: Last segment per source partition when the batch was planned: a batch that continues it
+    #: Last segment per source partition: the offset map's when the job started, then the one the
+    #: task's last finished interval wrote (:meth:`~.sink.Sink.finish`). An interval that continues it
     #: extends it (same key) instead of adding a segment.
     tails: dict[PartitionKey, Tail] = field(default_factory=dict)
-    #: Exactly-once: records, segments and progress in one transaction per transaction group.
+    #: Exactly-once: records, segments and progress in one transaction per transaction group per interval.
     exactly_once: bool = False
     #: Exactly-once: how many transaction groups the source partitions fall into, each written by one
     #: transactional id (0: one per source partition). :mod:`sparkmirror.core.transactions`.
@@ -70,19 +71,16 @@ class WritePlan:
     progress_group: str = ""
     #: librdkafka config of a consumer on the target (reads the progress).
     consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
-    #: librdkafka config of a consumer on the source (the direct reader).
+    #: librdkafka config of a consumer on the source (the copy tasks' reader).
     source_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
     transaction_timeout_ms: int = 300_000
-    #: Exactly-once: how long a task waits for one step of a transaction on the target (fencing,
-    #: reading the progress, adding it to the transaction, committing) before it fails and Spark
-    #: retries it with new producers (:mod:`.waits`).
+    #: How long a task waits for one step on the target (reading the progress, committing it;
+    #: exactly-once: fencing, adding the progress to the transaction, committing it) before it fails
+    #: and Spark retries it with new clients (:mod:`.waits`).
     target_wait_s: float = 120.0
     #: Changes whenever the driver fences the flow's transactional ids, so executors build new
     #: producers instead of reusing fenced ones.
     producer_generation: str = ""
-    #: Exactly-once: the worker (:data:`WORKER_ID`) that used each transactional id last, as the
-    #: driver saw in the result rows; another worker's producer with that id has been fenced since.
-    writers: dict[str, str] = field(default_factory=dict)
     #: milliseconds between two commits of a task's progress.
     commit_interval_ms: int = 200
     #: a task commits sooner once it has handed this many records to its producers

@@ -45,7 +45,7 @@ _RECORD_OVERHEAD = 21
 _HEADER_OVERHEAD = 10
 
 # librdkafka error names that reject one record for good: retrying the same record cannot
-# succeed. Everything else fails the batch, which is replayed.
+# succeed. Everything else fails the task, which Spark retries from the progress on the target.
 RECORD_ERRORS = frozenset(
     {
         "MSG_SIZE_TOO_LARGE",
@@ -102,7 +102,6 @@ class PartitionWrite:
         "limit",
         "floor",
         "begun",
-        "skipped",
         "bytes",
         "first_offset",
         "last_offset",
@@ -129,16 +128,14 @@ class PartitionWrite:
         self.producer = producer
         #: max.message.bytes of the remote topic (None: unknown).
         self.limit = limit
-        #: Records below this upstream offset are already on the target (exactly-once progress).
+        #: Records below this upstream offset are already on the target (the progress read when the task opened it).
         self.floor = -1
         #: The commit has begun this partition's writes (exactly-once: its transaction is open).
         self.begun = False
-        #: Records below ``floor`` handed over again and not written.
-        self.skipped = 0
         self.bytes = 0
         self.first_offset = -1
         self.last_offset = -1
-        #: The first delivery failure that fails the batch: (upstream, error name, text).
+        #: The first delivery failure that fails the task: (upstream, error name, text).
         self.failure: tuple[int, str, str] | None = None
         self.record_failures: list[RecordFailure] = []
         #: Records refused before they reached the producer (size, a local check).
@@ -261,7 +258,8 @@ class Commit(Protocol):
 
 
 class Sink:
-    """Writes one task's records to the target; :meth:`close` returns what was written."""
+    """Writes one task's records to the target; :meth:`seal` ends an interval, :meth:`finish` makes it
+    final and returns what was written."""
 
     def __init__(self, plan: WritePlan, commit: Commit) -> None:
         self.plan = plan
@@ -317,8 +315,7 @@ class Sink:
             if offset <= last:
                 continue  # handed over again
             if offset < floor:
-                w.skipped += 1  # already on the target (exactly-once progress)
-                continue
+                continue  # already on the target (the progress read when the task opened it)
             if not w.begun:
                 self.commit.begin(w)
                 w.first_offset = offset
@@ -531,7 +528,7 @@ def produce_when_room(
 
     The queue stays full while the target does not acknowledge what it holds. librdkafka bounds
     the wait: it fails queued records after ``delivery.timeout.ms``, which frees the queue (and
-    fails the batch once its acknowledgements are awaited). Until then the wait says what it waits
+    fails the task once their acknowledgements are awaited). Until then the wait says what it waits
     for (``waiting(seconds waited)``) every :data:`~.waits.WARN_EVERY_S` seconds, and past
     ``limit_s`` (the flush limit: a ``delivery.timeout.ms`` above it, or a queue that frees no
     room) it fails the task with a retriable :class:`WriteError` saying the same. Errors of
@@ -570,14 +567,14 @@ def delivery_timeout_ms(plan: WritePlan) -> str:
 def check_report_order(plan: WritePlan, parts: Iterable[PartitionWrite]) -> None:
     """Offsets the target assigned to one producer's records of a partition rise in produce order;
     if the delivery reports disagree, pairing them with upstream offsets would corrupt the offset
-    map: fail the batch (it is replayed) instead."""
+    map: fail the task instead (Spark retries it from the progress on the target)."""
     for w in parts:
         ds = w.ds
         if any(b <= a for a, b in zip(ds, ds[1:], strict=False)):
             raise WriteError(
                 f"flow={plan.flow} {w.topic}[{w.partition}] offsets {w.first_offset}..{w.last_offset}: "
                 f"delivery reports for {w.remote}[{w.partition}] arrived out of produce order; "
-                "the batch will be replayed",
+                "the task is retried from the progress on the target",
                 terminal=False,
             )
 
@@ -608,10 +605,10 @@ def refused_in_transaction(plan: WritePlan, parts: Sequence[PartitionWrite]) -> 
 def await_acks(
     producer: Producer, plan: WritePlan, parts: Sequence[PartitionWrite], serving: threading.Lock | None = None
 ) -> None:
-    """Wait until the target acknowledged every record of ``parts``; a failed delivery fails the batch.
+    """Wait until the target acknowledged every record of ``parts``; a failed delivery fails the task.
 
     Every :data:`~.waits.WARN_EVERY_S` seconds of waiting says which partitions wait and who leads
-    them; past ``plan.flush_timeout_s`` the batch fails. With ``serving`` (:func:`flush_within`) the
+    them; past ``plan.flush_timeout_s`` the task fails. With ``serving`` (:func:`flush_within`) the
     producer may take other records meanwhile.
     """
 
@@ -635,7 +632,8 @@ def await_acks(
             upstream, name, text = w.failure
             raise WriteError(
                 f"flow={plan.flow} {w.topic}[{w.partition}] offset={upstream}: delivery to "
-                f"{w.remote}[{w.partition}] failed ({name}: {text}); the batch will be replayed",
+                f"{w.remote}[{w.partition}] failed ({name}: {text}); "
+                "the task is retried from the progress on the target",
                 terminal=False,
             )
 
@@ -719,9 +717,10 @@ def settle_record_failures(
 ) -> bool:
     """Records the target refused for good: dead-letter them, or report the refusal.
 
-    Returns True when a refusal was recorded (``PartitionWrite.refusal``): the task then returns
-    normally with the refusal in its result, and the driver stops the flow without committing the
-    batch. Raising instead would make Spark retry the task, rewriting its range up to four times.
+    Returns True when a refusal was recorded (``PartitionWrite.refusal``): the commit then ends the
+    interval without its progress (exactly once: the transaction is aborted), the task reports the
+    refusal in its results, and the driver stops the flow. Raising instead would make Spark retry the
+    task, writing the same records again up to four times.
     """
     failures = [(w, f) for w in parts for f in sorted(w.record_failures, key=lambda f: f[0])]
     if not failures:

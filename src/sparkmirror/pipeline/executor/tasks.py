@@ -14,7 +14,8 @@ def collector_paused() -> Generator[None, None, None]:
     Every record makes container objects (librdkafka's messages, the record tuples, a delivery
     report each) that live until their run is produced and acknowledged, so they outlive the
     young generation and keep triggering collections of the whole heap: with the collector on,
-    a fifth of a task's CPU went to it (``bench/direct_path.py``, docs/performance.md). The copy
+    a fifth of a task's CPU went to it (measured with the since-retired ``bench/direct_path.py``,
+    docs/performance.md). The copy
     makes no reference cycles (records, lists and bound methods are freed by reference counting),
     so nothing waits for the collector meanwhile. Nested pauses leave it to the outermost one.
     """

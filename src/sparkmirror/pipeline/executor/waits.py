@@ -1,11 +1,13 @@
 """A task's waits on the target: each one bounded, each one saying what it waits for.
 
-A task waits on the target for the steps of its transactions (``init_transactions``, the
-progress, ``send_offsets_to_transaction``, ``commit_transaction``). Every such wait goes through
+A task waits on the target for its progress (reading it; at least once, committing it) and,
+exactly once, for the steps of its transactions (``init_transactions``, ``send_offsets_to_transaction``,
+``commit_transaction``). Every such wait goes through
 here: it has a deadline, it logs a warning every :data:`WARN_EVERY_S` seconds naming what it
 waits for (flow, topic, partition, group, the target's brokers), and past the deadline it fails
 the task with a retriable :class:`WriteError`. Spark then retries the task with new clients
-(the failed ones are forgotten), and the batch is replayed if its retries fail too. The sink's
+(the failed ones are forgotten) from the progress on the target; if its retries fail too, the job
+fails and the supervisor starts a new one, also from the progress on the target. The sink's
 own waits (a full producer queue, the acknowledgements, the dead-letter topic's flush:
 :mod:`.sink`) speak the same way, with the same interval and the helpers at the end of this module;
 ``delivery.timeout.ms`` and the flush limit bound them.

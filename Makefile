@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Fetch Kafka's broker jars and Spark's Kafka connector once (then offline).
+# Fetch Kafka's broker jars (dev clusters) and Kafka's MM2 client (tests) once (then offline).
 setup: install
 	$(BIN)/sparkmirror setup
 

@@ -1,8 +1,8 @@
 """The JVM jars sparkmirror runs on, resolved from Maven Central once and then read offline.
 
-Spark's Kafka connector is still fetched, and the pipeline's session puts it on
-Spark's classpath, but the copy no longer reads through it; the dev clusters,
-the tests and the benchmark need Kafka's broker, its MM2 client and MM2 itself.
+The copy itself needs none: its tasks read and write with librdkafka. The dev
+clusters, the tests and the benchmark need Kafka's broker, its MM2 client and MM2
+itself.
 Each is an :class:`ArtifactSet` whose jars live in one folder of the cache under
 ``$SPARKMIRROR_CACHE`` (default ``~/.cache/sparkmirror``). This package must never
 reach the network except in :func:`fetch` (``sparkmirror setup``, or a benchmark's
@@ -17,11 +17,9 @@ from sparkmirror.artifacts.cache import (
     cache_root,
     fetch,
     fetch_all,
-    installed_pyspark_version,
     kafka_broker_artifacts,
     mm2_artifacts,
     mm2_client_artifacts,
-    spark_kafka_artifacts,
 )
 
 __all__ = [
@@ -31,9 +29,7 @@ __all__ = [
     "cache_root",
     "fetch",
     "fetch_all",
-    "installed_pyspark_version",
     "kafka_broker_artifacts",
     "mm2_artifacts",
     "mm2_client_artifacts",
-    "spark_kafka_artifacts",
 ]

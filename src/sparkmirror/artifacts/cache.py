@@ -2,8 +2,7 @@
 
 Sets of jars come from Maven Central: Apache Kafka's broker
 (``org.apache.kafka:kafka_2.13`` and its runtime dependencies) for the local
-dev clusters, Spark's Kafka connector (``spark-sql-kafka-0-10_2.13`` of the
-installed pyspark's version) for the pipeline, Kafka's MM2 client
+dev clusters, Kafka's MM2 client
 (``connect-mirror-client``) for the tests that check compatibility with it,
 and -- for the benchmark only, on its first run -- MirrorMaker 2 itself
 (``connect-mirror``). Maven resolves them; after the first run everything is
@@ -120,43 +119,6 @@ def mm2_artifacts(version: str = KAFKA_VERSION) -> ArtifactSet:
     )
 
 
-def installed_pyspark_version() -> str:
-    try:
-        import pyspark
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise SetupError("pyspark is not installed; run `make install`") from exc
-    return str(pyspark.__version__)
-
-
-def spark_kafka_artifacts(spark_version: str | None = None) -> ArtifactSet:
-    version = spark_version or installed_pyspark_version()
-    return ArtifactSet(
-        name=f"spark-sql-kafka-{version}",
-        coordinates=(f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{version}",),
-        # Spark ships most of the connector's dependencies itself
-        # (pyspark/jars); a second copy of them would only risk a conflict.
-        exclude=tuple(_pyspark_artifact_ids()),
-    )
-
-
-def _pyspark_artifact_ids() -> list[str]:
-    try:
-        import pyspark
-    except ImportError:  # pragma: no cover - depends on the environment
-        return []
-    jars = Path(pyspark.__file__).parent / "jars"
-    return sorted({"_:" + _artifact_id(j.name) for j in jars.glob("*.jar")})
-
-
-def _artifact_id(jar_name: str) -> str:
-    """``kafka-clients-3.9.0.jar`` -> ``kafka-clients``."""
-    parts = jar_name.removesuffix(".jar").split("-")
-    for i, part in enumerate(parts):
-        if i and part[:1].isdigit():
-            return "-".join(parts[:i])
-    return "-".join(parts)
-
-
 def _pom(artifacts: ArtifactSet) -> str:
     deps = []
     for coord in artifacts.coordinates:
@@ -233,5 +195,5 @@ def fetch(artifacts: ArtifactSet, *, force: bool = False) -> Path:
 
 def fetch_all() -> dict[str, Path]:
     """Everything the demo, the tests and the pipeline need."""
-    sets = [kafka_broker_artifacts(), spark_kafka_artifacts(), mm2_client_artifacts()]
+    sets = [kafka_broker_artifacts(), mm2_client_artifacts()]
     return {s.name: fetch(s) for s in sets}

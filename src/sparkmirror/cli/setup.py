@@ -8,12 +8,11 @@ import click
 @click.command()
 @click.option("--force", is_flag=True, help="Fetch again even if the cache is complete.")
 def setup(force: bool) -> None:
-    """Fetch Kafka's broker jars, Spark's Kafka connector and Kafka's MM2 client (used by the tests) into the cache."""
+    """Fetch Kafka's broker jars (the dev clusters) and Kafka's MM2 client (used by the tests) into the cache."""
     from sparkmirror import artifacts
 
     for art in (
         artifacts.kafka_broker_artifacts(),
-        artifacts.spark_kafka_artifacts(),
         artifacts.mm2_client_artifacts(),
     ):
         path = artifacts.fetch(art, force=force)

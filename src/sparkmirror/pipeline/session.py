@@ -2,8 +2,9 @@
 
 Embedded by default (``local[*]`` inside the ``sparkmirror run`` process); on a
 Spark cluster when a master URL is given, in which case what the executors
-need (Spark's Kafka connector jars, the sparkmirror package, the Python that
-has confluent-kafka) is shipped or named here.
+need (the sparkmirror package, the Python that has confluent-kafka) is shipped
+or named here. The copy needs no jar beyond Spark's own: its tasks read and
+write with librdkafka.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ import shutil
 import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparkmirror.artifacts import spark_kafka_artifacts
 from sparkmirror.config.model import is_secret_key
 from sparkmirror.kafka.stores import private_dir
 
@@ -56,20 +56,16 @@ def pool_name(flow: str) -> str:
     return f"sparkmirror {flow}"
 
 
-def build_session(
-    master: str, conf: Mapping[str, str], app_name: str = "sparkmirror", *, jars: Sequence[Path] = ()
-) -> SparkSession:
-    """The Spark session of a run: Spark's Kafka connector and ``jars`` on the driver and executors."""
+def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmirror") -> SparkSession:
+    """The Spark session of a run (``conf``: ``sparkmirror.spark.conf.*``, over :data:`SPARK_DEFAULTS`)."""
     from pyspark.sql import SparkSession
 
-    jar_paths = [str(j) for j in [*spark_kafka_artifacts().jars(), *jars]]
     settings = dict(SPARK_DEFAULTS)
     if master.startswith("local"):
         # local[N,F]: F task attempts, as spark.task.maxFailures elsewhere.
         if "," not in master and master.startswith("local["):
             master = master[:-1] + f",{settings['spark.task.maxFailures']}]"
     settings.update(conf)
-    settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars", ""), *jar_paths]))
     # Executors must run a Python that has confluent-kafka.
     settings["spark.pyspark.python"] = executor_python(settings, os.environ)
     settings.setdefault("spark.pyspark.driver.python", sys.executable)

@@ -109,6 +109,7 @@ def write_plan(clients: FlowClients) -> WritePlan:
         progress_group=progress_group(flow.source, flow.target),
         consumer_config=clients.target_consumer,
         source_consumer_config=clients.source_consumer,
+        source_admin_config=clients.source_admin_config,
         transaction_timeout_ms=flow.spark.transaction_timeout_ms,
         test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),
     )
@@ -232,6 +233,8 @@ class Flow:
         #: The flow's lease on the target, held from the first start to close.
         self.lease: FlowLease | None = lease
         self._prepared = False
+        #: The id of each source topic as last checked (:meth:`check_topic_ids`).
+        self.source_ids: dict[str, str] = {}
 
     @property
     def subscribed(self) -> dict[str, int]:
@@ -363,6 +366,7 @@ class Flow:
             self.topic_ids.check(current)
         except TopicRecreated as exc:
             raise TopicRecreatedError(str(exc)) from None
+        self.source_ids.update(current)  # the ids the next job's tasks hold their topics to
 
     def _reset(self, current: dict[str, str]) -> None:
         """Forget the old topics' positions (offset map, progress) and record the new ids: the next copy
@@ -657,6 +661,7 @@ class Flow:
             tails=self.store.tails(),
             # Each job's producers are new (the previous job's, fenced by them, may still be cached).
             producer_generation=uuid.uuid4().hex,
+            topic_ids={t: self.source_ids[t] for t in topics if t in self.source_ids},
         )
         resumed = [
             SourceRange(t, int(p), o, OPEN_END) for t, parts in progress.items() for p, o in parts.items() if o >= 0

@@ -20,6 +20,7 @@ from sparkmirror.pipeline.executor.waits import brokers_text, retry_within
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient
 
 C = TypeVar("C")
 _CacheKey = tuple[str, ...]
@@ -115,6 +116,14 @@ def source_consumer(plan: WritePlan) -> Consumer:
 
     conf = plan.reader_config()
     return _cached(_key("reader", plan.flow, "", conf), lambda: new_consumer(conf))
+
+
+def source_admin(plan: WritePlan) -> AdminClient:
+    """The worker's admin client on the flow's source (a task checks its topics' ids with it)."""
+    from sparkmirror.kafka.factory import new_admin
+
+    conf = dict(plan.source_admin_config)
+    return _cached(_key("source-admin", plan.flow, "", conf), lambda: new_admin(conf))
 
 
 def discard_producer(producer: Producer) -> None:

@@ -73,6 +73,11 @@ class WritePlan:
     consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
     #: librdkafka config of a consumer on the source (the copy tasks' reader).
     source_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
+    #: librdkafka config of an admin client on the source (a task checks its topics' ids with it).
+    source_admin_config: dict[str, str] = field(default_factory=dict, repr=False)
+    #: The id of each source topic the job copies, as the driver checked it before the job started: a
+    #: task whose topic now has another id (deleted and re-created) copies nothing more of it.
+    topic_ids: dict[str, str] = field(default_factory=dict)
     transaction_timeout_ms: int = 300_000
     #: How long a task waits for one step on the target (reading the progress, committing it;
     #: exactly-once: fencing, adding the progress to the transaction, committing it) before it fails

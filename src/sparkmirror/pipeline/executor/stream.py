@@ -60,6 +60,9 @@ _BUSY_WAIT_S = 0.05
 _HEARTBEAT_S = 1.0
 #: Seconds between two collections of the worker's heap while the collector is paused.
 _COLLECT_EVERY_S = 60.0
+#: Seconds between two checks of the task's source topic ids (a topic deleted and re-created under its
+#: name is another topic: its offsets are not the old one's continuation).
+_TOPIC_IDS_EVERY_S = 5.0
 
 
 def stream_partitions(
@@ -111,6 +114,8 @@ class StreamTask:
                 self.next[key] = max(r.start, floors[key])
                 if self.next[key] >= r.until:
                     self.done.add(key)
+            # Before any read, also of a retried attempt: a topic re-created since the job began is not read.
+            self._check_topic_ids()
             consumer = clients.source_consumer(plan)
             self._assign(consumer)
             # The flow control of the job's start, then the driver's as of now before the first read: a
@@ -146,6 +151,7 @@ class StreamTask:
         most = max(1, plan.interval_max_records // 2 if beside else plan.interval_max_records)
         next_commit = time.monotonic() + interval_s
         next_collect = time.monotonic() + _COLLECT_EVERY_S
+        next_ids = time.monotonic() + _TOPIC_IDS_EVERY_S
         next_report = 0.0  # a task reports (and learns of a stop) at least this often
         handed = 0  # records handed to the sink since the last seal
         stopping = False
@@ -216,9 +222,37 @@ class StreamTask:
                 sink.release()
                 return results
             channel.post(report)
+            if now >= next_ids:
+                next_ids = now + _TOPIC_IDS_EVERY_S
+                self._check_topic_ids()
             if now >= next_collect:
                 next_collect = now + _COLLECT_EVERY_S
                 gc.collect()
+
+    def _check_topic_ids(self) -> None:
+        """Fail the task when a source topic now has another id than the job began with (deleted and
+        re-created): its records are not the old topic's continuation. Every retry fails here before it
+        reads, so the job fails and the flow's restart stops it (exit 7, ``run --reset-topic``). A topic
+        that is gone (not re-created) is the driver's to find; a failed check is tried at the next turn."""
+        from sparkmirror.kafka.topicids import source_topic_ids
+
+        expected = {t: self.plan.topic_ids[t] for t, _p in self.ranges if t in self.plan.topic_ids}
+        if not expected:
+            return
+        try:
+            current = source_topic_ids(clients.source_admin(self.plan), expected)
+        except Exception as exc:  # noqa: BLE001 - the source is unreachable: the reads say so; checked again
+            log.info("flow=%s task %d: source topic ids not checked this turn: %s", self.plan.flow, self.task, exc)
+            return
+        changed = sorted(t for t, tid in expected.items() if current.get(t, tid) != tid)
+        if changed:
+            raise WriteError(
+                f"flow={self.plan.flow} source topic {', '.join(changed)} was deleted and re-created while the "
+                f"copy ran (topic id was {', '.join(expected[t] for t in changed)}, is now "
+                f"{', '.join(current[t] for t in changed)}): nothing more of it is copied; the flow stops at "
+                "its restart",
+                terminal=False,
+            )
 
     def _window(self) -> tuple[int, float]:
         """Key and value bytes read and seconds held back by the budget since the last report (then reset)."""

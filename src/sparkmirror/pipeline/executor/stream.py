@@ -95,6 +95,9 @@ class StreamTask:
         self._answers_applied = 0
         #: The version of the flow control followed (reported back to the driver).
         self._control_version = 0
+        #: The source's end of each partition as last seen by the consumer: kept, because the consumer
+        #: forgets it once the topic is deleted, and that end is what proves a deleted topic was mirrored.
+        self._ends: dict[PartitionKey, int] = {}
 
     def run(self) -> list[PartitionResult]:
         from pyspark import TaskContext
@@ -194,6 +197,7 @@ class StreamTask:
             ended = len(self.done) == len(self.ranges)
             if finishing is None and (now >= next_commit or handed >= most or stopping or ended):
                 sealed = sink.seal()
+                self._note_ends(consumer, [(w.topic, w.partition) for w in sealed])
                 handed = 0
                 next_commit = now + interval_s
                 if sealed and beside:
@@ -377,17 +381,25 @@ class StreamTask:
                         read[(tp.topic, tp.partition)] = int(tp.offset)
             except Exception:  # noqa: BLE001 - positions without how far they were read are still worth reporting
                 read = {}
-        out = []
-        for (t, p), nxt in self.next.items():
-            end = -1
-            if consumer is not None:
-                try:
-                    _low, high = consumer.get_watermark_offsets(TopicPartition(t, p), cached=True)
-                    end = int(high) if high is not None and high >= 0 else -1
-                except Exception:  # noqa: BLE001 - a position without its end is still worth reporting
-                    end = -1
-            out.append((t, p, nxt, end, max(nxt, read.get((t, p), nxt))))
-        return out
+        if consumer is not None:
+            self._note_ends(consumer, list(self.next))
+        return [
+            (t, p, nxt, self._ends.get((t, p), -1), max(nxt, read.get((t, p), nxt)))
+            for (t, p), nxt in self.next.items()
+        ]
+
+    def _note_ends(self, consumer: Consumer, keys: list[PartitionKey]) -> None:
+        """Keep the source's end of ``keys`` as the consumer saw it last (its cached high watermark: no
+        request); a partition whose end it no longer knows keeps the one seen before."""
+        from confluent_kafka import TopicPartition
+
+        for t, p in keys:
+            try:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(t, p), cached=True)
+            except Exception:  # noqa: BLE001 - an end unknown now: the one seen before stays
+                continue
+            if high is not None and high >= 0:
+                self._ends[(t, p)] = max(int(high), self._ends.get((t, p), -1))
 
 
 def check_client_error(flow: str, err: KafkaError, then: str) -> None:

@@ -26,6 +26,7 @@ from kafka_helpers import (
     write_config,
 )
 from sparkmirror.config import load_config
+from sparkmirror.config.model import MirrorConfig
 from sparkmirror.devcluster.cluster import DevClusters
 from sparkmirror.errors import ConfigError
 from sparkmirror.pipeline.driver.mirror import Mirror
@@ -140,17 +141,20 @@ def _recreate(bootstrap: str, topic: str) -> None:
     wait_for(created, timeout_s=60, what=f"{topic} to be re-created")
 
 
-def test_a_recreated_source_topic_stops_the_flow_until_reset_topic(bootstraps, spark, tmp_path: Path) -> None:
-    topic = unique("recreated")
+def _old_topic(bootstraps: dict[str, str], tmp_path: Path, name: str, extra: str = "") -> tuple[str, int, MirrorConfig]:
+    """A one-partition source topic holding ``old-0`` .. ``old-29``, its timestamp and a flow mirroring it."""
+    topic = unique(name)
     create_topics(bootstraps["A"], {topic: 1})
     ts = int(time.time() * 1000)
     produce(bootstraps["A"], topic, 0, [Rec(b"k", f"old-{i}".encode(), (), ts) for i in range(30)])
-    cfg = load_config(
-        write_config(
-            tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"],
-            extra=f"A->B.topics = {topic}\n",
-        )
-    )  # fmt: skip
+    path = write_config(
+        tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"], extra=f"A->B.topics = {topic}\n{extra}"
+    )
+    return topic, ts, load_config(path)
+
+
+def test_a_recreated_source_topic_stops_the_flow_until_reset_topic(bootstraps, spark, tmp_path: Path) -> None:
+    topic, ts, cfg = _old_topic(bootstraps, tmp_path, "recreated")
     Mirror(cfg, once=True).run()
     _recreate(bootstraps["A"], topic)
     produce(bootstraps["A"], topic, 0, [Rec(b"k", f"new-{i}".encode(), (), ts) for i in range(10)])
@@ -172,16 +176,7 @@ def test_a_source_topic_recreated_while_the_flow_runs_is_never_copied_as_its_con
 ) -> None:
     """The new topic's records at offsets past what was mirrored of the old one are not appended as if
     they followed it: the running copy finds the new topic id and the flow stops (exit 7)."""
-    topic = unique("recreated-live")
-    create_topics(bootstraps["A"], {topic: 1})
-    ts = int(time.time() * 1000)
-    produce(bootstraps["A"], topic, 0, [Rec(b"k", f"old-{i}".encode(), (), ts) for i in range(30)])
-    cfg = load_config(
-        write_config(
-            tmp_path / "mm2.properties", bootstraps["A"], bootstraps["B"],
-            extra=f"A->B.topics = {topic}\nrefresh.topics.interval.seconds = 5\n",
-        )
-    )  # fmt: skip
+    topic, ts, cfg = _old_topic(bootstraps, tmp_path, "recreated-live", "refresh.topics.interval.seconds = 5\n")
     mirror = Mirror(cfg)
     ended: list[BaseException] = []
 

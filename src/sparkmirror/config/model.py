@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from sparkmirror.core.filters import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
@@ -91,6 +91,29 @@ RETIRED_KEYS = {
     "sparkmirror.trigger.interval.ms": "the micro-batch trigger; the streaming engine copies each record as it arrives",
     "sparkmirror.task.max.records": "micro-batch rounds; the streaming engine's flows share the cores by their tasks",
     "sparkmirror.checkpoint.location": "Spark's checkpoint; the streaming engine keeps its progress on the target only",
+}
+
+
+#: Values of the retired copy paths: a file that still asks for one is refused with the reason (what it
+#: asked for would no longer happen). Field -> (the retired value, why and what to do).
+RETIRED_VALUES = {
+    "writer": (
+        "jvm",
+        "the JVM writer was retired: the streaming engine copies with the Python writer at MM2's latency "
+        'and above the JVM writer\'s throughput (docs/decisions.md, "The JVM writer"); remove the key',
+    ),
+    "engine": (
+        "batch",
+        "the micro-batch engine was retired: the streaming engine copies at MM2's latency with every "
+        'guarantee of the micro-batches (docs/decisions.md, "The micro-batch engine, retired"); remove '
+        "the key",
+    ),
+    "source_reader": (
+        "spark",
+        "Spark's Kafka reader ran on the retired micro-batch engine only; the streaming engine reads "
+        "with librdkafka, which takes the source's TLS and SASL settings (JKS stores converted, "
+        'docs/security.md; docs/decisions.md, "The micro-batch engine, retired"); remove the key',
+    ),
 }
 
 
@@ -172,36 +195,12 @@ class SparkSettings(_Frozen):
     writer: every record rule is written once, in ``pipeline/executor/sink.py``). ``jvm`` was retired
     (issue 27; docs/decisions.md, "The JVM writer") and is refused with the reason."""
 
-    @field_validator("writer")
+    @field_validator("writer", "engine", "source_reader")
     @classmethod
-    def _writer_retired(cls, value: str) -> str:
-        if value == "jvm":
-            raise ValueError(
-                "the JVM writer was retired: the streaming engine copies with the Python writer at MM2's latency "
-                'and above the JVM writer\'s throughput (docs/decisions.md, "The JVM writer"); remove the key'
-            )
-        return value
-
-    @field_validator("engine")
-    @classmethod
-    def _batch_retired(cls, value: str) -> str:
-        if value == "batch":
-            raise ValueError(
-                "the micro-batch engine was retired: the streaming engine copies at MM2's latency with every "
-                'guarantee of the micro-batches (docs/decisions.md, "The micro-batch engine, retired"); remove '
-                "the key"
-            )
-        return value
-
-    @field_validator("source_reader")
-    @classmethod
-    def _spark_reader_retired(cls, value: str) -> str:
-        if value == "spark":
-            raise ValueError(
-                "Spark's Kafka reader ran on the retired micro-batch engine only; the streaming engine reads "
-                "with librdkafka, which takes the source's TLS and SASL settings (JKS stores converted, "
-                'docs/security.md; docs/decisions.md, "The micro-batch engine, retired"); remove the key'
-            )
+    def _retired_value(cls, value: str, info: ValidationInfo) -> str:
+        retired = RETIRED_VALUES[str(info.field_name)]
+        if value == retired[0]:
+            raise ValueError(retired[1])
         return value
 
     progress_interval_seconds: int = Field(default=10, ge=1, alias="sparkmirror.progress.interval.seconds")

@@ -61,7 +61,11 @@ def _check_copied(bootstraps, cfg: Path, topic: str, sent: dict[int, list[Rec]],
         assert progress[(remote, p)] == len(recs)
 
 
-@pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
+#: At least once, a task writes with one producer per so many partitions: here each its own.
+PRODUCER_PER_PARTITION = "sparkmirror.partitions.per.producer = 1\n"
+
+
+@pytest.mark.parametrize("mode", ["at-least-once", "at-least-once, a producer per partition", "exactly-once"])
 def test_streaming_engine_copies_every_field_and_keeps_its_progress_on_the_target(
     bootstraps, spark, tmp_path: Path, mode: str
 ) -> None:
@@ -70,7 +74,8 @@ def test_streaming_engine_copies_every_field_and_keeps_its_progress_on_the_targe
     sent = {p: _records(p, 200 + 50 * p) for p in range(3)}
     for p, recs in sent.items():
         produce(bootstraps["A"], topic, p, recs)
-    cfg = _config(bootstraps, tmp_path, topic, EXACTLY_ONCE if mode == "exactly-once" else "")
+    extra = {"exactly-once": EXACTLY_ONCE, "at-least-once, a producer per partition": PRODUCER_PER_PARTITION}
+    cfg = _config(bootstraps, tmp_path, topic, extra.get(mode, ""))
     Mirror(load_config(cfg), once=True).run()
     _check_copied(bootstraps, cfg, topic, sent, exactly_once=mode == "exactly-once")
     # A second run continues from the target: nothing copied twice, the map extended.

@@ -182,6 +182,13 @@ class SparkSettings(_Frozen):
     report_port: int = Field(default=0, ge=0, le=65535, alias="sparkmirror.report.port")
     """Global, streaming engine: the driver's port its tasks report to every commit interval (0: any
     free port). On Kubernetes, a fixed port the driver's Service exposes, as ``spark.driver.port``."""
+    partitions_per_producer: int = Field(default=64, ge=1, alias="sparkmirror.partitions.per.producer")
+    """Streaming engine, at least once: a task writes with one producer per this many of its source
+    partitions (at most 8). librdkafka sends one partition per produce request, at most 5 at a time
+    on a connection, so a producer writing hundreds of partitions at a low rate queues each record
+    behind the other partitions' requests; more producers are more connections to the target
+    (docs/performance.md, "Latency at 1,000 partitions"). Exactly once, each transaction group has its
+    own producer (``sparkmirror.exactly.once.transactions``)."""
     batch_max_records: int = Field(default=2_000_000, ge=1, alias="sparkmirror.batch.max.records")
     """A copy task commits sooner than ``sparkmirror.commit.interval.ms`` once it has handed this many
     records to its producers since its last commit (at least once, half of it: two intervals may be

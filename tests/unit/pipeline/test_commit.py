@@ -1,8 +1,10 @@
-"""Exactly-once commits without a broker: one transaction per transaction group, carrying every
-partition's records, offset-map segments and progress (fake producers record what they are asked)."""
+"""Commits without a broker: exactly once, one transaction per transaction group, carrying every
+partition's records, offset-map segments and progress; at least once, a task's partitions dealt among its
+producers (fake producers record what they are asked)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -278,3 +280,42 @@ def test_a_record_refused_locally_after_a_refused_batch_stops_the_flow_naming_th
         _write(_plan(1), [("t", 1), ("t", 0)])
     assert not raised.value.retriable, raised.value
     assert "t[1] offset=10" in str(raised.value) and "exactly-once cannot dead-letter it" in str(raised.value)
+
+
+def test_at_least_once_a_task_of_many_partitions_deals_them_among_its_producers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One producer per ``sparkmirror.partitions.per.producer`` partitions (at most 8), each partition to one
+    for good: its records go through it and are awaited there; segments and progress once for all."""
+    made: dict[int, FakeProducer] = {}
+    committed: list[tuple[str, int, int]] = []
+
+    class Progress(FakeConsumer):
+        def commit(self, offsets: list[Any], asynchronous: bool) -> None:
+            committed.extend((tp.topic, tp.partition, tp.offset) for tp in offsets)
+
+    monkeypatch.setattr(clients, "producer", lambda plan, slot=0: made.setdefault(slot, FakeProducer(f"#{slot}")))
+    monkeypatch.setattr(clients, "progress_consumer", lambda plan: Progress())
+    plan = dataclasses.replace(_plan(0), exactly_once=False, partitions_per_producer=2)
+    assert (plan.producers_for(1), plan.producers_for(4), plan.producers_for(5), plan.producers_for(10_000)) == (
+        1, 2, 3, 8,
+    )  # fmt: skip
+    partitions = [("t", p) for p in range(5)]
+    sink = Sink(plan, commit.commit_for(plan, len(partitions)))
+    sink.open(partitions)
+    for round_ in range(2):  # each partition stays with its producer from one write to the next
+        for key in partitions:
+            sink.write(key, [(o, b"k", b"v", 1, None) for o in range(10 + 3 * round_, 13 + 3 * round_)])
+    results = _finish(sink)
+    assert sorted(made) == [0, 1, 2]
+    assert {slot: sorted(p.ends) for slot, p in made.items()} == {
+        0: [("A.t", 0), ("A.t", 3), ("map", 0)],
+        1: [("A.t", 1), ("A.t", 4)],
+        2: [("A.t", 2)],
+    }
+    assert all(p.ends[("A.t", q)] == 6 for p in made.values() for (t, q) in p.ends if t == "A.t")
+    assert sorted((r.partition, r.records, r.first_target_offset, r.last_target_offset) for r in results) == [
+        (q, 6, 0, 5) for q in range(5)
+    ]
+    # One segment per partition, through the first producer; then the progress of all five at once.
+    assert made[0].ends[("map", 0)] == 5 and sorted(committed) == [("A.t", q, 16) for q in range(5)]

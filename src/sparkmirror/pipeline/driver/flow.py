@@ -658,6 +658,7 @@ class Flow:
             self.recorder.plan,
             commit_interval_ms=flow.spark.commit_interval_ms,
             interval_max_records=flow.spark.batch_max_records,
+            partitions_per_producer=flow.spark.partitions_per_producer,
             tails=self.store.tails(),
             # Each job's producers are new (the previous job's, fenced by them, may still be cached).
             producer_generation=uuid.uuid4().hex,

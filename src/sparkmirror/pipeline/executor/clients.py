@@ -61,13 +61,14 @@ def close_all() -> None:
             pass
 
 
-def producer(plan: WritePlan) -> Producer:
-    """The worker's at-least-once producer of this flow and configuration."""
+def producer(plan: WritePlan, slot: int = 0) -> Producer:
+    """The worker's at-least-once producer number ``slot`` of this flow and configuration (a task
+    writing many partitions writes with several: :meth:`~.plan.WritePlan.producers_for`)."""
     from sparkmirror.kafka.factory import new_producer
 
     conf = dict(plan.producer_config)
     conf.setdefault("client.id", f"sparkmirror-{plan.flow}")
-    return _cached(_key("producer", plan.flow, "", conf), lambda: new_producer(conf))
+    return _cached(_key("producer", plan.flow, str(slot), conf), lambda: new_producer(conf))
 
 
 def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer:

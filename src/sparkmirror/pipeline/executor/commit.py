@@ -63,9 +63,10 @@ _ABORT_S = 30.0
 _SEND_OFFSETS_ATTEMPT_S = 60.0
 
 
-def commit_for(plan: WritePlan) -> Commit:
-    """The plan's commit: :class:`Transactional` exactly-once, else :class:`AtLeastOnce`."""
-    return Transactional(plan) if plan.exactly_once else AtLeastOnce(plan)
+def commit_for(plan: WritePlan, partitions: int = 1) -> Commit:
+    """The plan's commit for a task of ``partitions`` source partitions: :class:`Transactional`
+    exactly-once, else :class:`AtLeastOnce`."""
+    return Transactional(plan) if plan.exactly_once else AtLeastOnce(plan, plan.producers_for(partitions))
 
 
 class AtLeastOnce:
@@ -78,18 +79,28 @@ class AtLeastOnce:
     does not have to). Its floors, like exactly-once's, are the progress read when a task starts: a
     retried task starts where the last attempt's progress stands, not where the job began.
 
-    :meth:`finish` runs beside the task's reads (:mod:`.stream`): the producer keeps taking the next
+    :meth:`finish` runs beside the task's reads (:mod:`.stream`): the producers keep taking the next
     interval's records while it waits, so it waits for the sealed records' own delivery reports
-    (served holding :attr:`serving`), never for the producer to be empty.
+    (served holding :attr:`serving`), never for a producer to be empty.
+
+    A task of many partitions writes with ``producers`` producers, its partitions dealt out among them
+    in turn, each partition to one for good (its records stay in order): librdkafka sends one partition
+    per produce request, so one producer's partitions queue behind each other.
     """
 
-    def __init__(self, plan: WritePlan) -> None:
+    def __init__(self, plan: WritePlan, producers: int = 1) -> None:
         self.plan = plan
-        self.producer = clients.producer(plan)
+        self.producers = [clients.producer(plan, slot) for slot in range(max(1, producers))]
+        #: Offset-map segments and dead-lettered records go through the first.
+        self.producer = self.producers[0]
+        self._slots: dict[PartitionKey, Producer] = {}
         self.serving = threading.Lock()
 
     def producer_for(self, partition: PartitionKey) -> Producer:
-        return self.producer
+        producer = self._slots.get(partition)
+        if producer is None:
+            producer = self._slots[partition] = self.producers[len(self._slots) % len(self.producers)]
+        return producer
 
     def begin(self, w: PartitionWrite) -> None:
         w.begun = True
@@ -97,7 +108,8 @@ class AtLeastOnce:
     def abandon(self, parts: Sequence[PartitionWrite]) -> None:
         # A producer that failed mid-way may hold undelivered records for the retried task to
         # duplicate needlessly; the retry starts afresh.
-        clients.discard_producer(self.producer)
+        for producer in self.producers:
+            clients.discard_producer(producer)
 
     def open(self, parts: Sequence[PartitionWrite]) -> None:
         progress = committed_progress(self.plan, [(w.remote, w.partition) for w in parts])
@@ -108,7 +120,10 @@ class AtLeastOnce:
         from confluent_kafka import TopicPartition
 
         plan = self.plan
-        await_acks(self.producer, plan, parts, self.serving)
+        for producer in self.producers:
+            written = [w for w in parts if w.producer is producer]
+            if written:
+                await_acks(producer, plan, written, self.serving)
         if settle_record_failures(self.producer, plan, parts, self.serving):
             return  # a refusal: the driver stops the flow; no progress past it
         finish_segments(plan, parts)

@@ -41,6 +41,10 @@ READER_DEFAULTS = {
 }
 
 
+#: Most producers a task writes with at least once (``sparkmirror.partitions.per.producer``).
+MAX_PRODUCERS = 8
+
+
 @dataclass(frozen=True)
 class WritePlan:
     """What a flow's copy tasks write, where, and how they commit."""
@@ -91,6 +95,9 @@ class WritePlan:
     #: a task commits sooner once it has handed this many records to its producers
     #: since its last commit (``sparkmirror.batch.max.records``).
     interval_max_records: int = 2_000_000
+    #: at least once, a task writes with one producer per this many of its partitions (at most
+    #: :data:`MAX_PRODUCERS`; ``sparkmirror.partitions.per.producer``).
+    partitions_per_producer: int = 64
     #: where the driver takes the tasks' reports (host, port), and the secret a task
     #: proves itself with (:mod:`sparkmirror.pipeline.reports`).
     report_address: tuple[str, int] = ("", 0)
@@ -108,6 +115,10 @@ class WritePlan:
     def transactional_id(self, topic: str, partition: int) -> str:
         """The id that writes this source partition: its group's (or its own): the fencing key."""
         return writer_id(self.source_alias, self.target_alias, topic, partition, self.transaction_groups)
+
+    def producers_for(self, partitions: int) -> int:
+        """How many producers a task writing ``partitions`` source partitions at least once writes with."""
+        return max(1, min(MAX_PRODUCERS, -(-partitions // self.partitions_per_producer)))
 
     def transactional_producer_config(self, topic: str, partition: int) -> dict[str, str]:
         """The exactly-once producer that writes one source partition."""

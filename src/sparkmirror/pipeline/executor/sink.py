@@ -367,8 +367,9 @@ class Sink:
         w.last_offset = last
         self._serve(producer)
         if len(self._producers) > 1 and time.monotonic() >= self._next_poll_all:
-            # Exactly-once has a producer per partition: serve the delivery reports of those whose
-            # partitions got nothing lately too, a few times a second (not after every write).
+            # Several producers (exactly once one per transaction group, at least once one per so many
+            # partitions): serve the delivery reports of those whose partitions got nothing lately too, a
+            # few times a second (not after every write).
             self._next_poll_all = time.monotonic() + _POLL_ALL_S
             self.serve()
         if self.plan.test_fail_after_records:

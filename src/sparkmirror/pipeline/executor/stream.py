@@ -105,7 +105,7 @@ class StreamTask:
         ctx = TaskContext.get()
         attempt = ctx.attemptNumber() if ctx is not None else 0
         plan = self.plan
-        sink = Sink(plan, commit_for(plan))
+        sink = Sink(plan, commit_for(plan, len(self.ranges)))
         consumer: Consumer | None = None
         channel = ReportClient(plan.report_address, plan.report_token)
         # At least once, an interval is finished beside the reads, in this thread (one at a time).

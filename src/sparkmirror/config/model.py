@@ -188,7 +188,8 @@ class SparkSettings(_Frozen):
     on a connection, so a producer writing hundreds of partitions at a low rate queues each record
     behind the other partitions' requests; more producers are more connections to the target
     (docs/performance.md, "Latency at 1,000 partitions"). Exactly once, each transaction group has its
-    own producer (``sparkmirror.exactly.once.transactions``)."""
+    own producer, and the default layout has one group per this many partitions of the flow
+    (``sparkmirror.exactly.once.transactions``)."""
     batch_max_records: int = Field(default=2_000_000, ge=1, alias="sparkmirror.batch.max.records")
     """A copy task commits sooner than ``sparkmirror.commit.interval.ms`` once it has handed this many
     records to its producers since its last commit (at least once, half of it: two intervals may be
@@ -249,7 +250,9 @@ class SparkSettings(_Frozen):
     """Exactly-once: how many transactional ids (transaction groups) a flow writes with; each source
     partition belongs to one group for good (a function of topic and partition) and each group commits
     one transaction per commit interval with all its partitions' records, offset-map segments and
-    progress. -1 (default): twice Spark's default parallelism (the cores) at the flow's start; 0: one id
+    progress. -1 (default): twice Spark's default parallelism (the cores) at the flow's start, or for a
+    flow of many partitions one group per ``sparkmirror.partitions.per.producer`` of them, at most 8 per
+    core (each group is a producer; docs/performance.md, "Latency at 1,000 partitions"); 0: one id
     and one transaction per source partition (the only layout before). A change is safe: each start
     fences the ids of every layout that may still hold a transaction."""
     transaction_timeout_ms: int = Field(default=300_000, ge=1000, alias="sparkmirror.transaction.timeout.ms")

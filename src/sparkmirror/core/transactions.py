@@ -42,6 +42,27 @@ _RECORD_VERSION = "v1"
 MAX_GROUPS = 10_000
 
 
+#: Most producers one copy task writes with: at least once its partitions are dealt among them, exactly
+#: once the default layout has at most this many groups per core (:func:`default_transaction_groups`).
+MAX_TASK_PRODUCERS = 8
+
+
+def producers_for(partitions: int, per_producer: int) -> int:
+    """At least once: the producers of a task writing ``partitions`` source partitions, one per
+    ``per_producer`` of them (``sparkmirror.partitions.per.producer``), at most :data:`MAX_TASK_PRODUCERS`.
+    librdkafka sends one partition per produce request, at most 5 at a time on a connection: a producer
+    of hundreds of partitions at a low rate queues records behind the other partitions' requests."""
+    return max(1, min(MAX_TASK_PRODUCERS, -(-partitions // max(1, per_producer))))
+
+
+def default_transaction_groups(cores: int, partitions: int, per_producer: int) -> int:
+    """Exactly once, ``sparkmirror.exactly.once.transactions = -1``: twice the cores, or, for a flow of
+    many partitions, one group (one producer) per ``per_producer`` partitions as at least once, at most
+    :data:`MAX_TASK_PRODUCERS` per core."""
+    cores = max(1, cores)
+    return max(2 * cores, min(MAX_TASK_PRODUCERS * cores, -(-partitions // max(1, per_producer))))
+
+
 def transaction_group(topic: str, partition: int, groups: int) -> int:
     """The group of ``topic[partition]`` among ``groups`` (``groups >= 1``).
 

@@ -9,12 +9,15 @@ import pytest
 
 from sparkmirror.core.naming import transactional_id
 from sparkmirror.core.transactions import (
+    MAX_TASK_PRODUCERS,
     PER_PARTITION,
+    default_transaction_groups,
     format_layouts,
     group_key,
     layout_ids,
     layouts_to_fence,
     parse_layouts,
+    producers_for,
     transaction_group,
     writer_id,
 )
@@ -89,3 +92,18 @@ def test_fence_every_layout_that_may_hold_an_open_transaction() -> None:
 def test_group_count_must_be_positive(groups: int) -> None:
     with pytest.raises(ValueError):
         transaction_group("t", 0, groups)
+
+
+@pytest.mark.parametrize(
+    ("cores", "partitions", "groups"),
+    [(2, 8, 4), (2, 256, 4), (2, 257, 5), (2, 1000, 16), (2, 10**5, 2 * MAX_TASK_PRODUCERS), (4, 1000, 16), (0, 1, 2)],
+)
+def test_the_default_layout_has_a_group_per_so_many_partitions_for_large_flows(
+    cores: int, partitions: int, groups: int
+) -> None:
+    """Twice the cores, or one group per 64 partitions (a producer each, as at least once), at most 8 per core."""
+    assert default_transaction_groups(cores, partitions, 64) == groups
+
+
+def test_at_least_once_a_task_has_a_producer_per_so_many_partitions() -> None:
+    assert [producers_for(n, 64) for n in (0, 1, 64, 65, 500, 10_000)] == [1, 1, 1, 2, 8, MAX_TASK_PRODUCERS]

@@ -34,7 +34,7 @@ from sparkmirror.core.naming import lease_group, offset_map_topic, progress_grou
 from sparkmirror.core.policy import IdentityReplicationPolicy
 from sparkmirror.core.ranges import OPEN_END, SourceRange
 from sparkmirror.core.status import State
-from sparkmirror.core.transactions import PER_PARTITION
+from sparkmirror.core.transactions import PER_PARTITION, default_transaction_groups
 from sparkmirror.errors import SparkMirrorError
 from sparkmirror.kafka.access import AccessDenied, classify, denied, principal
 from sparkmirror.kafka.acls import AclSync
@@ -266,7 +266,7 @@ class Flow:
         topics = self.topics.source_topics()
         if flow.exactly_once:
             self._step("target", "fence the transactional producers")
-            self._fence(self.transaction_groups(), topics)
+            self._fence(self.transaction_groups(topics), topics)
         # (Re)load on every start: a failed task may have committed segments that never reached this
         # process.
         self._step("target", "read the offset map topic")
@@ -281,12 +281,16 @@ class Flow:
         self._schedule()
         self.report("running")
 
-    def transaction_groups(self) -> int:
+    def transaction_groups(self, topics: dict[str, int]) -> int:
         """Exactly-once: the transaction groups of this start (``sparkmirror.exactly.once.transactions``)."""
         configured = self.flow.spark.exactly_once_transactions
         if configured >= 0:
             return configured
-        return 2 * max(1, int(self.spark.sparkContext.defaultParallelism))
+        return default_transaction_groups(
+            int(self.spark.sparkContext.defaultParallelism),
+            sum(topics.values()),
+            self.flow.spark.partitions_per_producer,
+        )
 
     def _fence(self, groups: int, topics: dict[str, int]) -> WritePlan:
         """Fence every id that may hold a transaction, then write with ``groups`` groups (exactly-once)."""

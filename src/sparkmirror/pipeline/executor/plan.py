@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from sparkmirror.core.naming import reader_group
 from sparkmirror.core.policy import ReplicationPolicy
-from sparkmirror.core.transactions import PER_PARTITION, writer_id
+from sparkmirror.core.transactions import PER_PARTITION, producers_for, writer_id
 from sparkmirror.pipeline.reports import Answer
 
 #: This Python worker, as the result rows name it (exactly-once producers are per worker).
@@ -39,10 +39,6 @@ READER_DEFAULTS = {
     "max.partition.fetch.bytes": "10485760",
     "fetch.wait.max.ms": "500",
 }
-
-
-#: Most producers a task writes with at least once (``sparkmirror.partitions.per.producer``).
-MAX_PRODUCERS = 8
 
 
 @dataclass(frozen=True)
@@ -95,8 +91,8 @@ class WritePlan:
     #: a task commits sooner once it has handed this many records to its producers
     #: since its last commit (``sparkmirror.batch.max.records``).
     interval_max_records: int = 2_000_000
-    #: at least once, a task writes with one producer per this many of its partitions (at most
-    #: :data:`MAX_PRODUCERS`; ``sparkmirror.partitions.per.producer``).
+    #: at least once, a task writes with one producer per this many of its partitions
+    #: (``sparkmirror.partitions.per.producer``; :func:`~sparkmirror.core.transactions.producers_for`).
     partitions_per_producer: int = 64
     #: where the driver takes the tasks' reports (host, port), and the secret a task
     #: proves itself with (:mod:`sparkmirror.pipeline.reports`).
@@ -118,7 +114,7 @@ class WritePlan:
 
     def producers_for(self, partitions: int) -> int:
         """How many producers a task writing ``partitions`` source partitions at least once writes with."""
-        return max(1, min(MAX_PRODUCERS, -(-partitions // self.partitions_per_producer)))
+        return producers_for(partitions, self.partitions_per_producer)
 
     def transactional_producer_config(self, topic: str, partition: int) -> dict[str, str]:
         """The exactly-once producer that writes one source partition."""

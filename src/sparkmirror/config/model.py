@@ -164,7 +164,8 @@ class SparkSettings(_Frozen):
     """Extra Spark configuration, from ``sparkmirror.spark.conf.<spark key> = value``."""
     engine: Literal["batch", "streaming"] = Field(default="streaming", alias="sparkmirror.engine")
     """How the copy runs on Spark: ``streaming``, the only engine: long-running Spark tasks, each owning a
-    set of source partitions with one consumer and one producer, copying every record as it arrives and
+    set of source partitions with one consumer and one producer (one per
+    ``sparkmirror.partitions.per.producer`` partitions of a large task), copying every record as it arrives and
     making progress durable on the target every ``sparkmirror.commit.interval.ms`` (the latency of MM2;
     docs/decisions.md, "The streaming engine"). ``batch`` (Structured Streaming micro-batches) was retired
     (issue 27; docs/decisions.md, "The micro-batch engine, retired") and is refused with the reason."""

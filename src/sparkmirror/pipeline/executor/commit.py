@@ -1,6 +1,7 @@
 """How a sink's writes become final: at least once, or exactly once in transactions.
 
-:class:`AtLeastOnce` writes every partition through the worker's one producer; an interval is
+:class:`AtLeastOnce` writes each partition through one of the task's producers (one per
+``sparkmirror.partitions.per.producer`` partitions); an interval is
 done when the target acknowledged every record (or it was dead-lettered, or refused), then its
 offset-map segments, then its progress. A failure fails the task and Spark retries it from the
 progress on the target: duplicates at most, of the intervals not yet durable.

@@ -1,0 +1,182 @@
+"""Latency at many partitions, split into its source part and its copy part.
+
+The scale scenario's latency (bench/scale.py) is B's append time minus the record's producer
+timestamp: it holds the paced producer's own wait to get the record onto A, the same for every
+system and, at 1,000 partitions, most of the figure and of its spread. This probe makes A's topics
+``LogAppendTime`` too, so each record's latency splits into
+
+- *source*: A's append - the producer's timestamp (the load generator and broker A), and
+- *copy*: B's append - A's append (the replicator),
+
+and reports the copy part's p99 second by second and the CPU seconds of each broker and of the
+system during the load. One system per run, on two dev clusters of its own::
+
+    .venv/bin/python bench/latency_probe.py [--system sparkmirror|mm2|limit] [--exactly-once]
+        [--topics 200 --partitions 5 --rate 5000 --seconds 30] [--rounds N] [--prop KEY=VALUE ...]
+
+Prints one JSON line per round (``--out FILE`` writes them all). docs/performance.md, "Latency at
+1,000 partitions", has what it found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import replicators as rep  # noqa: E402
+import scale  # noqa: E402
+import workload as wl  # noqa: E402
+from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: E402
+
+from sparkmirror.devcluster.cluster import DevClusters  # noqa: E402
+
+APPEND = {"message.timestamp.type": "LogAppendTime"}
+
+
+def latency_records(bootstrap: str, topics: dict[str, int], first_seq: int) -> dict[int, tuple[int, int]]:
+    """Key sequence -> (record timestamp, producer timestamp in the value) of every latency record at
+    or past ``first_seq`` (on a LogAppendTime topic the record timestamp is the broker's append time)."""
+    ends = scale.end_offsets(bootstrap, topics)
+    todo = {tp for tp, end in ends.items() if end > 0}
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "latency-probe", "enable.partition.eof": True,
+                  "enable.auto.commit": False, "log_level": 3})  # fmt: skip
+    c.assign([TopicPartition(t, p, 0) for t, p in todo])
+    out: dict[int, tuple[int, int]] = {}
+    try:
+        while todo:
+            for m in c.consume(10_000, 1.0):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        todo.discard((m.topic() or "", m.partition() or 0))
+                    continue
+                key = m.key() or b""
+                if key[:1] == b"L" and int(key[1:]) >= first_seq:
+                    out[int(key[1:])] = (m.timestamp()[1], wl._TS.unpack_from(m.value() or bytes(8))[0])
+    finally:
+        c.close()
+    return out
+
+
+def cpu_by_role() -> dict[str, float]:
+    """CPU seconds so far of broker A, broker B and the system under test (its live processes), from /proc."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if "dev/A/broker" in cmd:
+            role = "broker_A"
+        elif "dev/B/broker" in cmd:
+            role = "broker_B"
+        elif "latency_probe" in cmd:
+            continue
+        elif any(s in cmd for s in ("pyspark", "sparkmirror", "MirrorMaker", "CopyLoop")):
+            role = "system"
+        else:
+            continue
+        out[role] = out.get(role, 0.0) + (int(stat[11]) + int(stat[12])) / tick
+    return out
+
+
+def pct(values: list[int], q: float) -> int:
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--system", default="sparkmirror", choices=["sparkmirror", "mm2", "limit"])
+    ap.add_argument("--exactly-once", action="store_true", help="sparkmirror: exactly once")
+    ap.add_argument("--topics", type=int, default=200)
+    ap.add_argument("--partitions", type=int, default=5, help="per topic")
+    ap.add_argument("--rate", type=float, default=5000, help="offered records/s")
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--size", type=int, default=200)
+    ap.add_argument("--base-port", type=int, default=31300)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--prop", action="append", default=[], metavar="KEY=VALUE", help="sparkmirror: extra property")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--workdir", default="/tmp/sparkmirror-latency-probe")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    clusters = DevClusters(work / "dev")
+    boots = clusters.up(["A", "B"], base_port=args.base_port)
+    proc = None
+    try:
+        topics = {f"{scale.PREFIX}{i:03d}": args.partitions for i in range(args.topics)}
+        remotes = {rep.remote(t): n for t, n in topics.items()}
+        scale.create_topics(boots["A"], topics, APPEND)
+        scale.create_topics(boots["B"], remotes, APPEND)
+        common = rep.Common(bootstraps=boots, partitions=args.partitions, linger_ms=10, batch_size=262144,
+                            compression="none", tasks_max=2, limit_threads=2,
+                            sparkmirror_extra=dict(p.split("=", 1) for p in args.prop))  # fmt: skip
+        jvm = rep.Jvm(work)
+        system: rep.Replicator
+        if args.system == "mm2":
+            system = rep.MirrorMaker2(common, jvm)
+        elif args.system == "limit":
+            system = rep.Limit(common, jvm)
+        else:
+            system = rep.Sparkmirror(common, jvm, exactly_once=args.exactly_once)
+        spec = ",".join(topics) if args.system == "limit" else f"{scale.PREFIX}.*"
+        with open(work / "system.log", "w") as log:
+            proc = subprocess.Popen(system.command(work, spec, count=None), stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)  # fmt: skip
+        results: list[dict[str, Any]] = []
+        for r in range(args.rounds):
+            start = sum(scale.end_offsets(boots["A"], topics).values())
+            cpu0 = cpu_by_role()
+            lat = scale.latency(boots, topics, args.size, args.rate, args.seconds, 240, 5)
+            cpu1 = cpu_by_role()
+            first = start + lat["warmup_records"]
+            on_a = latency_records(boots["A"], topics, first)
+            on_b = latency_records(boots["B"], remotes, first)
+            both = [k for k in on_b if k in on_a]
+            source = [on_a[k][0] - on_a[k][1] for k in both]
+            copy = [on_b[k][0] - on_a[k][0] for k in both]
+            total = [on_b[k][0] - on_b[k][1] for k in on_b]
+            t0 = min(on_a[k][1] for k in both)
+            by_second: dict[int, list[int]] = {}
+            for k in both:
+                by_second.setdefault((on_a[k][1] - t0) // 1000, []).append(on_b[k][0] - on_a[k][0])
+            out: dict[str, Any] = {
+                "system": system.name, "round": r, "records": len(on_b),
+                "total_p50_p99": (pct(total, 50), pct(total, 99)),
+                "source_p50_p99": (pct(source, 50), pct(source, 99)),
+                "copy_p50_p99_max": (pct(copy, 50), pct(copy, 99), max(copy)),
+                "cpu_s": {k: round(cpu1.get(k, 0) - cpu0.get(k, 0), 1) for k in sorted(cpu1)},
+                "copy_p99_by_second": [pct(v, 99) for _s, v in sorted(by_second.items())],
+                "props": args.prop,
+            }  # fmt: skip
+            print(json.dumps(out), flush=True)
+            results.append(out)
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    finally:
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        clusters.down()
+
+
+if __name__ == "__main__":
+    main()

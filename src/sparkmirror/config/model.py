@@ -251,9 +251,10 @@ class SparkSettings(_Frozen):
     """Exactly-once: how many transactional ids (transaction groups) a flow writes with; each source
     partition belongs to one group for good (a function of topic and partition) and each group commits
     one transaction per commit interval with all its partitions' records, offset-map segments and
-    progress. -1 (default): twice Spark's default parallelism (the cores) at the flow's start, or for a
-    flow of many partitions one group per ``sparkmirror.partitions.per.producer`` of them, at most 8 per
-    core (each group is a producer; docs/performance.md, "Latency at 1,000 partitions"); 0: one id
+    progress. -1 (default): twice the flow's copy tasks (its share of the cores) at the flow's start, or
+    for a flow of many partitions one group per ``sparkmirror.partitions.per.producer`` of them, at most
+    8 per task (each group is a producer; docs/performance.md, "Latency at 1,000 partitions"), counted
+    when the flow starts (partitions added later count at its next start); 0: one id
     and one transaction per source partition (the only layout before). A change is safe: each start
     fences the ids of every layout that may still hold a transaction."""
     transaction_timeout_ms: int = Field(default=300_000, ge=1000, alias="sparkmirror.transaction.timeout.ms")

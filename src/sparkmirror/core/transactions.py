@@ -55,12 +55,12 @@ def producers_for(partitions: int, per_producer: int) -> int:
     return max(1, min(MAX_TASK_PRODUCERS, -(-partitions // max(1, per_producer))))
 
 
-def default_transaction_groups(cores: int, partitions: int, per_producer: int) -> int:
-    """Exactly once, ``sparkmirror.exactly.once.transactions = -1``: twice the cores, or, for a flow of
-    many partitions, one group (one producer) per ``per_producer`` partitions as at least once, at most
-    :data:`MAX_TASK_PRODUCERS` per core."""
-    cores = max(1, cores)
-    return max(2 * cores, min(MAX_TASK_PRODUCERS * cores, -(-partitions // max(1, per_producer))))
+def default_transaction_groups(tasks: int, partitions: int, per_producer: int) -> int:
+    """Exactly once, ``sparkmirror.exactly.once.transactions = -1``: twice the flow's copy tasks (its
+    share of the cores), or, for a flow of many partitions, one group (one producer) per ``per_producer``
+    partitions as at least once, at most :data:`MAX_TASK_PRODUCERS` per task."""
+    tasks = max(1, tasks)
+    return max(2 * tasks, min(MAX_TASK_PRODUCERS * tasks, -(-partitions // max(1, per_producer))))
 
 
 def transaction_group(topic: str, partition: int, groups: int) -> int:

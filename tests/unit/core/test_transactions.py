@@ -95,14 +95,15 @@ def test_group_count_must_be_positive(groups: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("cores", "partitions", "groups"),
-    [(2, 8, 4), (2, 256, 4), (2, 257, 5), (2, 1000, 16), (2, 10**5, 2 * MAX_TASK_PRODUCERS), (4, 1000, 16), (0, 1, 2)],
+    ("tasks", "partitions", "groups"),
+    [(2, 8, 4), (2, 256, 4), (2, 257, 5), (2, 1000, 16), (2, 10**5, 2 * MAX_TASK_PRODUCERS), (1, 1000, 8), (0, 1, 2)],
 )
 def test_the_default_layout_has_a_group_per_so_many_partitions_for_large_flows(
-    cores: int, partitions: int, groups: int
+    tasks: int, partitions: int, groups: int
 ) -> None:
-    """Twice the cores, or one group per 64 partitions (a producer each, as at least once), at most 8 per core."""
-    assert default_transaction_groups(cores, partitions, 64) == groups
+    """Twice the flow's tasks, or one group per 64 partitions (a producer each, as at least once), at most 8
+    per task (two flows on two cores: a task each, at most 8 groups each)."""
+    assert default_transaction_groups(tasks, partitions, 64) == groups
 
 
 def test_at_least_once_a_task_has_a_producer_per_so_many_partitions() -> None:

@@ -286,11 +286,12 @@ class Flow:
         configured = self.flow.spark.exactly_once_transactions
         if configured >= 0:
             return configured
-        return default_transaction_groups(
-            int(self.spark.sparkContext.defaultParallelism),
-            sum(topics.values()),
-            self.flow.spark.partitions_per_producer,
-        )
+        per_producer = self.flow.spark.partitions_per_producer
+        return default_transaction_groups(self._task_count(), sum(topics.values()), per_producer)
+
+    def _task_count(self) -> int:
+        """The flow's copy tasks: its share of Spark's default parallelism (the cores) among the run's flows."""
+        return max(1, max(1, int(self.spark.sparkContext.defaultParallelism)) // self.flow_count)
 
     def _fence(self, groups: int, topics: dict[str, int]) -> WritePlan:
         """Fence every id that may hold a transaction, then write with ``groups`` groups (exactly-once)."""
@@ -680,8 +681,7 @@ class Flow:
                 ranges.append(SourceRange(t, int(p), begin, end if self.once else OPEN_END))
         if self.once:
             ranges = [r for r in ranges if r.until > r.start]
-        cores = max(1, int(self.spark.sparkContext.defaultParallelism))
-        tasks = max(1, cores // self.flow_count)
+        tasks = self._task_count()
         self.throttle.follow(self.throttle.control, topics)
         return StreamingCopy(self.spark, self.recorder, plan, ranges, tasks=tasks, throttle=self.throttle)
 

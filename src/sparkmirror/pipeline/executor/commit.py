@@ -121,10 +121,11 @@ class AtLeastOnce:
         from confluent_kafka import TopicPartition
 
         plan = self.plan
-        for producer in self.producers:
-            written = [w for w in parts if w.producer is producer]
-            if written:
-                await_acks(producer, plan, written, self.serving)
+        by_producer: dict[int, list[PartitionWrite]] = {}
+        for w in parts:  # every sealed partition, whichever producer wrote it
+            by_producer.setdefault(id(w.producer), []).append(w)
+        for written in by_producer.values():
+            await_acks(written[0].producer, plan, written, self.serving)
         if settle_record_failures(self.producer, plan, parts, self.serving):
             return  # a refusal: the driver stops the flow; no progress past it
         finish_segments(plan, parts)

@@ -43,7 +43,7 @@ MAX_GROUPS = 10_000
 
 
 #: Most producers one copy task writes with: at least once its partitions are dealt among them, exactly
-#: once the default layout has at most this many groups per core (:func:`default_transaction_groups`).
+#: once the default layout has at most this many groups per task (:func:`default_transaction_groups`).
 MAX_TASK_PRODUCERS = 8
 
 

@@ -27,7 +27,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +35,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 import replicators as rep  # noqa: E402
 import scale  # noqa: E402
 import workload as wl  # noqa: E402
-from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: E402
-
 from sparkmirror.devcluster.cluster import DevClusters  # noqa: E402
 
 APPEND = {"message.timestamp.type": "LogAppendTime"}
@@ -46,25 +43,11 @@ APPEND = {"message.timestamp.type": "LogAppendTime"}
 def latency_records(bootstrap: str, topics: dict[str, int], first_seq: int) -> dict[int, tuple[int, int]]:
     """Key sequence -> (record timestamp, producer timestamp in the value) of every latency record at
     or past ``first_seq`` (on a LogAppendTime topic the record timestamp is the broker's append time)."""
-    ends = scale.end_offsets(bootstrap, topics)
-    todo = {tp for tp, end in ends.items() if end > 0}
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "latency-probe", "enable.partition.eof": True,
-                  "enable.auto.commit": False, "log_level": 3})  # fmt: skip
-    c.assign([TopicPartition(t, p, 0) for t, p in todo])
     out: dict[int, tuple[int, int]] = {}
-    try:
-        while todo:
-            for m in c.consume(10_000, 1.0):
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        todo.discard((m.topic() or "", m.partition() or 0))
-                    continue
-                key = m.key() or b""
-                if key[:1] == b"L" and int(key[1:]) >= first_seq:
-                    out[int(key[1:])] = (m.timestamp()[1], wl._TS.unpack_from(m.value() or bytes(8))[0])
-    finally:
-        c.close()
+    for m in scale.read_back(bootstrap, scale.end_offsets(bootstrap, topics), group="latency-probe"):
+        key = m.key() or b""
+        if key[:1] == b"L" and int(key[1:]) >= first_seq:
+            out[int(key[1:])] = (m.timestamp()[1], wl._TS.unpack_from(m.value() or bytes(8))[0])
     return out
 
 

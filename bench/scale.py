@@ -55,13 +55,13 @@ import statistics
 import sys
 import time
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic, OffsetSpec
 
 import replicators as rep
@@ -292,30 +292,28 @@ class Found:
     latencies_ms: array[int] = field(default_factory=lambda: array("q"))
 
 
-def scan(bootstrap: str, topics: dict[str, int], *, latency_from: int = 0, timeout_s: float = 900) -> Found:
-    ends = end_offsets(bootstrap, topics)
+def read_back(
+    bootstrap: str, ends: dict[tuple[str, int], int], *, group: str, timeout_s: float = 900
+) -> Iterator[Message]:
+    """Every record of the partitions of ``ends`` (:func:`end_offsets`) from the start to their end
+    (read_committed); an error other than a partition's end raises."""
     todo = {tp for tp, end in ends.items() if end > 0}
-    out = Found(
-        offsets={tp: array("q") for tp in ends},
-        seqs={tp: array("q") for tp in ends},
-    )
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": "bench-scan",
+            "group.id": group,
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
             "enable.auto.commit": False,
             "log_level": 3,
         }
     )
-    seen: set[tuple[str, int]] = set()
     c.assign([TopicPartition(t, p, 0) for t, p in todo])
     deadline = time.monotonic() + timeout_s
     try:
         while todo:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"reading B back: {len(todo)} partitions not at their end")
+                raise TimeoutError(f"reading {bootstrap} back: {len(todo)} partitions not at their end")
             for m in c.consume(10_000, 1.0):
                 err = m.error()
                 if err is not None:
@@ -323,27 +321,38 @@ def scan(bootstrap: str, topics: dict[str, int], *, latency_from: int = 0, timeo
                         todo.discard((m.topic() or "", m.partition() or 0))
                         continue
                     raise KafkaException(err)
-                topic, p, key = m.topic() or "", m.partition() or 0, m.key() or b""
-                ts_type, ts = m.timestamp()
-                if key[:1] == b"L":  # the latency load: B's append time - the source timestamp in the value
-                    if int(key[1:]) < latency_from:
-                        continue  # an earlier system's load
-                    out.latency_records += 1
-                    out.latencies_ms.append(ts - wl._TS.unpack_from(m.value() or bytes(8))[0])
-                    continue
-                seq = int(key)
-                out.offsets[(topic, p)].append(m.offset() or 0)
-                out.seqs[(topic, p)].append(seq)
-                out.records += 1
-                if (topic, seq) not in seen:
-                    seen.add((topic, seq))
-                    out.distinct += 1
-                if ts_type != wl.TIMESTAMP_LOG_APPEND_TIME:
-                    out.not_append_time += 1
-                out.first_append_ms = ts if out.first_append_ms is None else min(out.first_append_ms, ts)
-                out.last_append_ms = ts if out.last_append_ms is None else max(out.last_append_ms, ts)
+                yield m
     finally:
         c.close()
+
+
+def scan(bootstrap: str, topics: dict[str, int], *, latency_from: int = 0, timeout_s: float = 900) -> Found:
+    ends = end_offsets(bootstrap, topics)
+    out = Found(
+        offsets={tp: array("q") for tp in ends},
+        seqs={tp: array("q") for tp in ends},
+    )
+    seen: set[tuple[str, int]] = set()
+    for m in read_back(bootstrap, ends, group="bench-scan", timeout_s=timeout_s):
+        topic, p, key = m.topic() or "", m.partition() or 0, m.key() or b""
+        ts_type, ts = m.timestamp()
+        if key[:1] == b"L":  # the latency load: B's append time - the source timestamp in the value
+            if int(key[1:]) < latency_from:
+                continue  # an earlier system's load
+            out.latency_records += 1
+            out.latencies_ms.append(ts - wl._TS.unpack_from(m.value() or bytes(8))[0])
+            continue
+        seq = int(key)
+        out.offsets[(topic, p)].append(m.offset() or 0)
+        out.seqs[(topic, p)].append(seq)
+        out.records += 1
+        if (topic, seq) not in seen:
+            seen.add((topic, seq))
+            out.distinct += 1
+        if ts_type != wl.TIMESTAMP_LOG_APPEND_TIME:
+            out.not_append_time += 1
+        out.first_append_ms = ts if out.first_append_ms is None else min(out.first_append_ms, ts)
+        out.last_append_ms = ts if out.last_append_ms is None else max(out.last_append_ms, ts)
     return out
 
 

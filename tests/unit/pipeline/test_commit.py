@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from confluent_kafka import Message
 
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.transactions import transaction_group
@@ -29,6 +30,11 @@ class _Msg:
 
     def offset(self) -> int:
         return self._offset
+
+
+def _messages(key: tuple[str, int], offsets: range) -> list[Message]:
+    """Source records as the task's consumer hands them to the sink."""
+    return [Message(topic=key[0], partition=key[1], offset=o, key=b"k", value=b"v", timestamp=(1, 1)) for o in offsets]
 
 
 class FakeProducer:
@@ -112,7 +118,7 @@ def _write(plan: WritePlan, partitions: list[tuple[str, int]]) -> Sink:
     sink = Sink(plan, commit.commit_for(plan))
     sink.open(partitions)
     for key in partitions:
-        sink.write(key, [(o, b"k", b"v", 1, None) for o in range(10, 13)])
+        sink.write(key, _messages(key, range(10, 13)))
     return sink
 
 
@@ -305,7 +311,7 @@ def test_at_least_once_a_task_of_many_partitions_deals_them_among_its_producers(
     sink.open(partitions)
     for round_ in range(2):  # each partition stays with its producer from one write to the next
         for key in partitions:
-            sink.write(key, [(o, b"k", b"v", 1, None) for o in range(10 + 3 * round_, 13 + 3 * round_)])
+            sink.write(key, _messages(key, range(10 + 3 * round_, 13 + 3 * round_)))
     results = _finish(sink)
     assert sorted(made) == [0, 1, 2]
     assert {slot: sorted(p.ends) for slot, p in made.items()} == {

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import pytest
+from confluent_kafka import Message
 
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.pipeline.exceptions import WriteError
@@ -63,7 +64,8 @@ def test_a_record_over_the_limit_is_refused_before_it_is_sent(rows: list[tuple[b
             max_record_bytes={"A.t": limit},
         )
         sink = Sink(plan, Commit())  # type: ignore[arg-type]
-        sink.write(("t", 0), [(7, key, b"vv", 1, headers)])
+        record = Message(topic="t", partition=0, offset=7, key=key, value=b"vv", headers=headers, timestamp=(1, 1))
+        sink.write(("t", 0), [record])
         w = sink.parts[("t", 0)]
         assert [f[0] for f in w.record_failures] == [7] and w.local_refusals == 1
 
@@ -259,8 +261,9 @@ def _secret_plan(**kw: Any) -> WritePlan:
     )
 
 
-def _records(offsets: range) -> list[Any]:
-    return [(o, b"k", b"v", 1, None) for o in offsets]
+def _records(offsets: range) -> list[Message]:
+    """Source records as the task's consumer hands them to the sink."""
+    return [Message(topic="t", partition=0, offset=o, key=b"k", value=b"v", timestamp=(1, 1)) for o in offsets]
 
 
 def test_a_full_producer_queue_says_what_it_waits_for_every_interval(

@@ -75,8 +75,9 @@ class Sink:
     def __init__(self) -> None:
         self.written: dict[tuple[str, int], list[int]] = {}
 
-    def write(self, key: tuple[str, int], records: list[tuple[int, object, object, int, object]]) -> None:
-        self.written.setdefault(key, []).extend(r[0] for r in records)
+    def write(self, key: tuple[str, int], msgs: list[Msg]) -> int:
+        self.written.setdefault(key, []).extend(m.offset() for m in msgs)
+        return sum(len(m.key()) + len(m.value()) for m in msgs)
 
 
 PLAN = WritePlan(flow="A->B", source_alias="A", policy=DefaultReplicationPolicy(), producer_config={})

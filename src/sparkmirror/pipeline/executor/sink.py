@@ -69,8 +69,6 @@ DLQ_HEADER_PREFIX = "__connect.errors."
 _POLL_EVERY = 1024
 #: ``min_ts`` before the first record.
 _NO_TIMESTAMP = 2**63 - 1
-#: Seconds between polls of every producer of a task (exactly-once has one per partition).
-_POLL_ALL_S = 0.05
 #: Seconds of one flush while a task waits for acknowledgements (it checks its limit and warns between them).
 _FLUSH_SLICE_S = 1.0
 #: Seconds of one wait for delivery reports while other records are being produced (the lock is held meanwhile).
@@ -266,7 +264,8 @@ class Sink:
         self.commit = commit
         self.parts: dict[PartitionKey, PartitionWrite] = {}
         self._producers: list[Producer] = []
-        self._next_poll_all = 0.0
+        #: Partitions written since the last :meth:`seal` (each begun once an interval).
+        self._begun = 0
         #: Records handed to producers in the streaming engine's earlier intervals (the test hook counts them).
         self._written_before = 0
 
@@ -290,8 +289,13 @@ class Sink:
             self.commit.open(new)
         return {key: w.floor for key, w in self.parts.items()}
 
-    def write(self, key: PartitionKey, records: Iterable[Record]) -> None:
-        """Hand one source partition's records, in offset order, to its producer (acks come later)."""
+    def write(self, key: PartitionKey, msgs: Sequence[Message]) -> int:
+        """Hand one source partition's records (the source consumer's messages, in offset order) to its
+        producer; acks come later. Returns the key and value bytes handed over.
+
+        The hot path: each record is taken from the consumer's message as the producer needs it (no
+        copy of it is built), and delivery reports are served every :data:`_POLL_EVERY` records of a
+        partition only: the task serves every producer once per read (:meth:`serve`)."""
         w = self.parts.get(key)
         if w is None:
             self.open([key])
@@ -305,22 +309,29 @@ class Sink:
         remote = w.remote
         partition = w.partition
         sent = w.sent
-        written = w.bytes
+        before = written = w.bytes
         max_ts = w.max_ts
         min_ts = w.min_ts
         ts_sum = w.ts_sum
         last = w.last_offset
-        for record in records:
-            offset, key_, value, ts, headers = record
+        for m in msgs:
+            offset: int = m.offset()  # type: ignore[assignment]
             if offset <= last:
                 continue  # handed over again
             if offset < floor:
                 continue  # already on the target (the progress read when the task opened it)
             if not w.begun:
                 self.commit.begin(w)
+                self._begun += 1
                 w.first_offset = offset
                 w.read_at_ms = int(time.time() * 1000)
             last = offset
+            key_ = m.key()
+            value = m.value()
+            ts = m.timestamp()[1]
+            if ts < 0:
+                ts = 0  # no timestamp: the producer stamps it
+            headers: Headers | None = m.headers()  # type: ignore[assignment] # a consumer's: a list
             n = (len(key_) if key_ is not None else 0) + (len(value) if value is not None else 0)
             written += n
             ts_sum += ts
@@ -338,7 +349,7 @@ class Sink:
                 if bound > quick and record_size(key_, value, headers) > limit:
                     # The target would refuse it, and every record batched with it: settle it on its own.
                     reason = f"MSG_SIZE_TOO_LARGE: larger than max.message.bytes={limit}"
-                    w.record_failures.append((offset, record, reason))
+                    w.record_failures.append((offset, (offset, key_, value, ts, headers), reason))
                     w.local_refusals += 1
                     continue
             # In ``sent`` before the producer has it: its delivery report may be served in another
@@ -352,11 +363,11 @@ class Sink:
             except BufferError:
                 # The local queue is full: the slow path serves delivery reports until it fits.
                 sent.pop()
-                if not self._produce_when_room(w, record):
+                if not self._produce_when_room(w, (offset, key_, value, ts, headers)):
                     continue
             except Exception as exc:  # noqa: BLE001 - KafkaException from a local check
                 sent.pop()
-                self._local_refusal(w, exc, record)
+                self._local_refusal(w, exc, (offset, key_, value, ts, headers))
                 continue
             if (len(sent) & (_POLL_EVERY - 1)) == 0:
                 self._serve(producer)
@@ -365,15 +376,9 @@ class Sink:
         w.min_ts = min_ts
         w.ts_sum = ts_sum
         w.last_offset = last
-        self._serve(producer)
-        if len(self._producers) > 1 and time.monotonic() >= self._next_poll_all:
-            # Several producers (exactly once one per transaction group, at least once one per so many
-            # partitions): serve the delivery reports of those whose partitions got nothing lately too, a
-            # few times a second (not after every write).
-            self._next_poll_all = time.monotonic() + _POLL_ALL_S
-            self.serve()
         if self.plan.test_fail_after_records:
             self._test_hook_fail()
+        return written - before
 
     def _produce_when_room(self, w: PartitionWrite, record: Record) -> bool:
         """:meth:`write`'s record once the producer's full queue takes it; False if it was refused."""
@@ -444,6 +449,7 @@ class Sink:
         over. Its records may be produced while the sealed ones are still being finished.
         """
         sealed = [w for w in self.parts.values() if w.begun]
+        self._begun = 0
         for w in sealed:
             self._written_before += len(w.sent)
             fresh = PartitionWrite(w.topic, w.remote, w.partition, w.producer, w.limit)
@@ -473,7 +479,7 @@ class Sink:
     @property
     def written(self) -> bool:
         """Whether a partition has records since the last commit (:meth:`seal`)."""
-        return any(w.begun for w in self.parts.values())
+        return self._begun > 0
 
     def serve(self) -> None:
         """Serve every producer's delivery reports that have arrived (a streaming task between records),
@@ -816,8 +822,15 @@ def finish_segments(plan: WritePlan, parts: Sequence[PartitionWrite]) -> None:
         if not us:
             w.segments = []
             continue
-        order = sorted(range(len(us)), key=us.__getitem__)
-        segs = segments_from_offsets(w.topic, w.partition, [us[i] for i in order], [w.ds[i] for i in order])
+        # Both rise: upstream offsets in produce order (the sink hands each over once, above the last),
+        # target offsets in report order (checked above). So the pairs are in order already, and a
+        # partition whose offsets both advance by one throughout (the common case) is one segment.
+        ds = w.ds
+        n = len(us)
+        if len(ds) == n and us[-1] - us[0] == n - 1 and ds[-1] - ds[0] == n - 1:
+            segs = [Segment(w.topic, w.partition, us[0], ds[0], n)]
+        else:
+            segs = segments_from_offsets(w.topic, w.partition, us, ds)
         tail = plan.tails.get((w.topic, w.partition))
         if segs and tail is not None:
             first = segs[0]

@@ -41,12 +41,12 @@ from sparkmirror.pipeline.executor import clients
 from sparkmirror.pipeline.executor.commit import commit_for
 from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
-from sparkmirror.pipeline.executor.sink import Record, Sink
+from sparkmirror.pipeline.executor.sink import Sink
 from sparkmirror.pipeline.executor.tasks import collector_paused, keep_zip_directories
 from sparkmirror.pipeline.reports import Answer, Report, ReportClient
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, KafkaError
+    from confluent_kafka import Consumer, KafkaError, Message
 
 log = logging.getLogger(__name__)
 
@@ -296,46 +296,48 @@ class StreamTask:
         """Hand what the consumer holds to the sink: wait up to ``wait_s`` for the first message, then
         take what is already there (at most ``room`` messages) without waiting: a record never waits
         for a batch to fill. Returns how many messages were taken, how many records of them were
-        handed to the sink, and their key and value bytes."""
+        handed to the sink, and their key and value bytes.
+
+        The messages are grouped by partition (the consumer hands each partition's records in offset
+        order) and each partition's run is checked as a whole: what it skips at its start (records
+        before the next offset to copy, fetched before a seek) and at its end (past the range's end)."""
         first = consumer.poll(wait_s)
         if first is None:
             return 0, 0, 0
         msgs = [first, *consumer.consume(min(_DRAIN, room - 1), 0)] if room > 1 else [first]
-        runs: dict[PartitionKey, list[Record]] = {}
+        runs: dict[PartitionKey, list[Message]] = {}
         ended: list[PartitionKey] = []
-        nbytes = records = 0
         for m in msgs:
             err = m.error()
             key: PartitionKey = (m.topic(), m.partition())  # type: ignore[assignment]
-            r = self.ranges.get(key)
             if err is not None:
+                r = self.ranges.get(key)
                 self._error(err, key, r)
                 # The partition's end, at or past the range's (a paused partition's skipped records may
                 # have moved its fetch there: its end is taken once it is read again).
                 if r is not None and key not in self.paused and (m.offset() or 0) >= r.until:
                     ended.append(key)
                 continue
-            if r is None or key in self.done:
-                continue
-            offset: int = m.offset()  # type: ignore[assignment]
-            if offset < self.next[key] or key in self.paused:
-                continue  # a paused partition's record fetched before the pause: read again on resume
-            if offset >= r.until:
-                ended.append(key)
-                continue
-            self.next[key] = offset + 1
-            ts = m.timestamp()[1]
             run = runs.get(key)
             if run is None:
                 run = runs[key] = []
-            k, v = m.key(), m.value()
-            nbytes += (len(k) if k else 0) + (len(v) if v else 0)
-            records += 1
-            run.append((offset, k, v, ts if ts > 0 else 0, m.headers()))  # type: ignore[arg-type]
-            if offset + 1 >= r.until:
-                ended.append(key)
+            run.append(m)
+        nbytes = records = 0
         for key, run in runs.items():
-            sink.write(key, run)
+            r = self.ranges.get(key)
+            if r is None or key in self.done or key in self.paused:
+                continue  # a paused partition's records fetched before the pause: read again on resume
+            nxt = self.next[key]
+            if run[0].offset() < nxt:  # type: ignore[operator]
+                run = [m for m in run if m.offset() >= nxt]  # type: ignore[operator]
+            if run and run[-1].offset() >= r.until - 1:  # type: ignore[operator]
+                ended.append(key)
+                run = [m for m in run if m.offset() < r.until]  # type: ignore[operator]
+            if not run:
+                continue
+            self.next[key] = max(nxt, run[-1].offset() + 1)  # type: ignore[operator]
+            records += len(run)
+            nbytes += sink.write(key, run)
         if ended:
             from confluent_kafka import TopicPartition
 

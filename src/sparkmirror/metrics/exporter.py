@@ -56,7 +56,7 @@ METRIC_NAMES: dict[str, str] = {
     "averaged over its tasks): its rate is the share of the time the flow is held back.",
     "sparkmirror_throttle_bytes_per_second": "The flow's byte limit in effect (sparkmirror.throttle.bytes.per.second "
     "or `sparkmirror throttle`, within its target's); 0: none.",
-    "sparkmirror_flow_restarts_total": "Restarts of the flow's query after a failure.",
+    "sparkmirror_flow_restarts_total": "Restarts of the flow's copy after a failure.",
     "sparkmirror_checkpoint_latency_ms": "Time from reading the source groups' offsets to their checkpoints being "
     "durable on the target, longest slice of the last cycle (MM2 checkpoint-latency-ms, per flow).",
     "sparkmirror_checkpoint_count_total": "Checkpoints written to the target (a group's position on a partition "

@@ -35,7 +35,6 @@ def _result(partition: int, records: int, *, dead: int = 0, ts: tuple[int, int] 
         acked_at * records - ts_sum,
         None,
         (),
-        "w",
     )
 
 

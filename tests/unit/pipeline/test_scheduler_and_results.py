@@ -87,6 +87,5 @@ def test_result_rows_round_trip_through_a_reports_json() -> None:
         7_000,
         None,
         ((5, 0, 10),),
-        "host:1",
     )
     assert PartitionResult.from_row(json.loads(json.dumps(r.as_row()))) == r

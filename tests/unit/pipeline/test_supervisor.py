@@ -30,7 +30,7 @@ class StandInFlow:
         self.progress = SimpleNamespace(restarts=0)
         self.recorder = SimpleNamespace(succeeded=False)
         self.scheduler = Scheduler()
-        self.query: Query | None = None
+        self.copy_job: Query | None = None
         self.finished = False
         self.starts = 0
         self.polls = 0
@@ -47,24 +47,24 @@ class StandInFlow:
     def poll(self) -> None:
         self.polls += 1
 
-    def take_ended_query(self) -> BaseException | None:
-        assert self.query is not None
-        error, self.query = self.query.error, None
+    def take_ended_copy(self) -> BaseException | None:
+        assert self.copy_job is not None
+        error, self.copy_job = self.copy_job.error, None
         return error
 
     def finish(self) -> None:
         self.finished = True
 
-    def access_denied(self, text: str, *, query: bool = False) -> AccessDenied | None:
+    def access_denied(self, text: str, *, copying: bool = False) -> AccessDenied | None:
         found = classify(text)
         if found is None:
             return None
-        return denied(*found, flow="A->B", cluster="A" if query else "B", who="User:app", operation="op")
+        return denied(*found, flow="A->B", cluster="A" if copying else "B", who="User:app", operation="op")
 
 
 def _ended(flow: StandInFlow, error: BaseException | None) -> sup.FlowSupervisor:
     s = sup.FlowSupervisor(flow)  # type: ignore[arg-type]
-    flow.query = Query(error)
+    flow.copy_job = Query(error)
     return s
 
 
@@ -75,7 +75,7 @@ def test_a_terminal_error_stops_the_flow_with_its_own_sentence() -> None:
         s.poll()
 
 
-def test_an_access_failure_of_the_query_stops_the_flow_at_once() -> None:
+def test_an_access_failure_of_the_copy_stops_the_flow_at_once() -> None:
     text = (
         "Py4JJavaError ...\norg.apache.kafka.common.errors.TopicAuthorizationException: "
         "Not authorized to access topics: [t]\n"
@@ -106,7 +106,7 @@ def test_an_executor_environment_error_stops_the_flow() -> None:
         s.poll()
 
 
-def test_any_other_query_failure_is_replayed_after_a_back_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_any_other_copy_failure_is_replayed_after_a_back_off(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [1000.0]
     monkeypatch.setattr(sup.time, "monotonic", lambda: clock[0])
     flow = StandInFlow()
@@ -127,7 +127,7 @@ def test_a_copy_that_failed_while_stopping_ends_the_flow_without_a_restart() -> 
     assert not [state for state, _ in flow.reports if state == "restarting"]
 
 
-def test_a_query_that_ends_cleanly_finishes_the_flow() -> None:
+def test_a_copy_that_ends_cleanly_finishes_the_flow() -> None:
     flow = StandInFlow(once=True)
     _ended(flow, None).poll()
     assert flow.finished
@@ -139,8 +139,8 @@ def test_once_gives_up_after_five_failures_in_a_row(monkeypatch: pytest.MonkeyPa
     flow = StandInFlow(once=True)
     s = sup.FlowSupervisor(flow)  # type: ignore[arg-type]
     with pytest.raises(FlowFailed, match="failed 5 times in a row: TimeoutException"):
-        for _ in range(4 * sup.ONCE_MAX_FAILURES):  # each failure: a back-off, a restart, a new query
-            flow.query = Query(RuntimeError("TimeoutException: broker down"))
+        for _ in range(4 * sup.ONCE_MAX_FAILURES):  # each failure: a back-off, a restart, a new copy
+            flow.copy_job = Query(RuntimeError("TimeoutException: broker down"))
             s.poll()
             clock[0] += 100
     assert s.failures == sup.ONCE_MAX_FAILURES and flow.starts == sup.ONCE_MAX_FAILURES - 1
@@ -150,8 +150,8 @@ def test_a_failing_chore_makes_refresh_and_config_sync_due_after_the_back_off(mo
     flow = StandInFlow()
     flow.scheduler.every(REFRESH, 600, lambda: None)
     flow.scheduler.every(CONFIG_SYNC, 600, lambda: None)
-    flow.query = Query(None)
-    flow.query.isActive = True
+    flow.copy_job = Query(None)
+    flow.copy_job.isActive = True
 
     def boom() -> None:
         raise RuntimeError("KafkaException: _TIMED_OUT")
@@ -213,14 +213,14 @@ def test_a_terminal_error_is_reported_as_failed_with_its_sentence() -> None:
     assert "t[0] offset=7" in (flow.reports[-1][1] or "")
 
 
-def test_a_failed_query_is_reported_as_restarting_with_its_error() -> None:
+def test_a_failed_copy_is_reported_as_restarting_with_its_error() -> None:
     flow = StandInFlow()
     s = _ended(flow, RuntimeError("broker went away"))
     s.poll()
     assert flow.reports == [("restarting", "broker went away")]
 
 
-def test_a_query_whose_thread_died_without_an_error_is_replayed_not_finished(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_copy_whose_thread_died_without_an_error_is_replayed_not_finished(monkeypatch: pytest.MonkeyPatch) -> None:
     """Spark records no error when its stream thread dies of a JVM error (a StackOverflowError in its
     own error handling): in a run without --once that is a failure to replay, never a finished flow."""
     clock = [1000.0]
@@ -235,7 +235,7 @@ def test_a_query_whose_thread_died_without_an_error_is_replayed_not_finished(mon
     assert flow.starts == 1
 
 
-def test_a_stopped_query_without_an_error_finishes_the_flow() -> None:
+def test_a_stopped_copy_without_an_error_finishes_the_flow() -> None:
     flow = StandInFlow()
     flow.stop_requested.set()
     _ended(flow, None).poll()

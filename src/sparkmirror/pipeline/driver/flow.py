@@ -225,7 +225,7 @@ class Flow:
         self._pass: CheckpointPass | None = None
         #: (source or target, operation): what the flow does now (named when a cluster refuses it).
         self.step: tuple[str, str] = ("source", "start")
-        self.query: StreamingCopy | None = None
+        self.copy_job: StreamingCopy | None = None
         #: The copy ended without error (``--once``), or stopped on request.
         self.finished = False
         #: The terminal error that stopped this flow (the other flows go on); ``None`` while it runs.
@@ -277,7 +277,7 @@ class Flow:
         if self.once and flow.sync_topic_acls_enabled:
             self.acls.sync()  # --once schedules no chores: the ACLs are copied once, here
         self._step("source", "read the source topics")
-        self._start_query(topics)
+        self._start_copy(topics)
         self._schedule()
         self.report("running")
 
@@ -542,11 +542,11 @@ class Flow:
                 if time.monotonic() >= deadline:
                     raise
 
-    def access_denied(self, text: str, *, query: bool = False) -> AccessDenied | None:
+    def access_denied(self, text: str, *, copying: bool = False) -> AccessDenied | None:
         """The error that stops this flow when ``text`` (or an admin client's report) says a cluster
-        refused its principal or an operation; None for any other failure. ``query``: the text is
+        refused its principal or an operation; None for any other failure. ``copying``: the text is
         the copy's error (its tasks read the source)."""
-        side, operation = ("source", "read the source topics") if query else self.step
+        side, operation = ("source", "read the source topics") if copying else self.step
         found = self.clients.authentication_failure()
         if found is not None:
             side, detail = found
@@ -591,21 +591,21 @@ class Flow:
 
     def _report_running(self) -> None:
         self.report("running")
-        if self.query is not None:
-            self._keep_positions(self.query)
+        if self.copy_job is not None:
+            self._keep_positions(self.copy_job)
         if self.metrics is not None:
             total = self.throttle.held_s  # read once: the tasks' reports add to it meanwhile
             held, self._held_counted = total - self._held_counted, total
             limit = self.throttle.limit()
             self.metrics.throttle(held, limit)
-        if self.metrics is not None and self.query is not None:
+        if self.metrics is not None and self.copy_job is not None:
             try:
-                self.metrics.lag(partition_lags(self.clients, last_progress(self.query)))
+                self.metrics.lag(partition_lags(self.clients, last_progress(self.copy_job)))
             except Exception as exc:  # noqa: BLE001 - metrics must not stop the flow (a topic deleted meanwhile)
                 log.info("flow=%s lag metrics not refreshed this interval: %s", self.flow.name, exc)
 
     def _running(self) -> bool:
-        return self.query is not None
+        return self.copy_job is not None
 
     def poll(self) -> None:
         """While the copy runs: its lag, and the chores that are due."""
@@ -614,17 +614,17 @@ class Flow:
                 f"flow={self.flow.name} lost its lease (group {self.lease.group} on {self.flow.target}): it was cut "
                 "off from the target longer than the lease's session and another instance may run the flow now"
             )
-        if self.query is not None:
-            self.progress.lag = lag_from_progress(last_progress(self.query))
+        if self.copy_job is not None:
+            self.progress.lag = lag_from_progress(last_progress(self.copy_job))
         changed = self.control.poll()
         if changed is not None:
             self._follow(changed)
-        if self.query is not None and self.throttle.in_effect != self._reported_control:
+        if self.copy_job is not None and self.throttle.in_effect != self._reported_control:
             self.report("running")  # paused (or running again) as soon as every task follows it
         self.scheduler.run_due()
 
     # -- the copy -----------------------------------------------------------
-    def _start_query(self, topics: dict[str, int]) -> None:
+    def _start_copy(self, topics: dict[str, int]) -> None:
         self.deletions.check(topics, self.recorder.subscribed)  # topics mirrored so far, gone from the source
         self.recorder.subscribed = dict(topics)
         if not topics:
@@ -639,7 +639,7 @@ class Flow:
         self._step("target", "read where the flow's partitions stand")
         self._first_start(topics)  # on every start, and for topics and partitions found later
         self.recorder.plan = self.target.fit_writer(self.recorder.plan, topics)
-        self.query = self._start_streaming(topics)
+        self.copy_job = self._start_streaming(topics)
         log.info(
             "flow=%s mirroring %d topics (%s) into %s",
             self.flow.name,
@@ -718,9 +718,9 @@ class Flow:
                 out[topic][str(partition)] = upstream + count
         return out
 
-    def stop_query(self) -> None:
+    def stop_copy(self) -> None:
         """Stop the copy: every task after its current interval (:meth:`StreamingCopy.stop`)."""
-        q = self.query
+        q = self.copy_job
         if q is None:
             return
         try:
@@ -728,21 +728,21 @@ class Flow:
         except Exception as exc:  # noqa: BLE001 - stopping a copy that just failed
             log.debug("flow=%s stopping the copy: %s", self.flow.name, exc)
         self._keep_positions(q)
-        self.query = None
+        self.copy_job = None
         self.throttle.stopped()
 
-    def _keep_positions(self, query: StreamingCopy) -> None:
+    def _keep_positions(self, copy_job: StreamingCopy) -> None:
         """The copy's positions and the source ends it saw, kept for deleted topics (the end of a deleted
         topic is unknowable afterwards)."""
-        self.deletions.positions(query.read_positions())
+        self.deletions.positions(copy_job.read_positions())
 
-    def take_ended_query(self) -> BaseException | None:
+    def take_ended_copy(self) -> BaseException | None:
         """The copy has ended: forget it; returns its error (``None``: it ended normally)."""
-        assert self.query is not None
-        error = self.query.exception()
-        self.progress.lag = lag_from_progress(last_progress(self.query))
-        self._keep_positions(self.query)
-        self.query = None
+        assert self.copy_job is not None
+        error = self.copy_job.exception()
+        self.progress.lag = lag_from_progress(last_progress(self.copy_job))
+        self._keep_positions(self.copy_job)
+        self.copy_job = None
         self.throttle.stopped()
         return error
 
@@ -752,12 +752,12 @@ class Flow:
         the remote topics of deleted source topics once that is safe (``sparkmirror.sync.topic.deletions``)."""
         if self.deletions.pending:
             self.deletions.sync()
-        if self.query is None:
+        if self.copy_job is None:
             topics = self.topics.source_topics()
             if topics:
                 self.target.remote_topics(topics, configs=self.flow.sync_topic_configs_enabled)
                 self.check_topic_ids(topics)
-                self._start_query(topics)
+                self._start_copy(topics)
             return
         if not self.flow.refresh_topics_enabled:
             return
@@ -780,8 +780,8 @@ class Flow:
         )
         self.target.remote_topics(topics, configs=self.flow.sync_topic_configs_enabled)
         self.check_topic_ids(added)
-        self.stop_query()
-        self._start_query(topics)
+        self.stop_copy()
+        self._start_copy(topics)
 
     def _keep_source_ends(self, topics: dict[str, int]) -> None:
         """With deletion sync: the source's ends as of now (a topic deleted later is deleted on the target
@@ -875,14 +875,14 @@ class Flow:
             self._sync_groups()
 
     def close(self) -> None:
-        """Stop the query and let go of every Kafka client of the flow.
+        """Stop the copy and let go of every Kafka client of the flow.
 
         Spark may keep this flow's parts referenced until the session ends (the copy's closures);
         clients let go of here are destroyed now, not when the process exits (their threads
         would log refused connections once the clusters are gone).
         """
         self.stop_requested.set()
-        self.stop_query()
+        self.stop_copy()
         if self.lease is not None:
             self.lease.release()
             self.lease = None

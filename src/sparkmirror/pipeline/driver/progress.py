@@ -148,11 +148,11 @@ def partition_lags(clients: FlowClients, progress: ProgressJson | None) -> dict[
     }
 
 
-def last_progress(query: StreamingCopy) -> dict[str, object] | None:
+def last_progress(copy_job: StreamingCopy) -> dict[str, object] | None:
     """The copy's last progress as a dict, in the shape of a Structured Streaming query's progress
     (``sources[].startOffset / endOffset / latestOffset``), which :func:`lag_from_progress` and
     :func:`partition_lags` read."""
-    return query.progress_json()
+    return copy_job.progress_json()
 
 
 def _offsets(raw: object) -> dict[str, dict[str, int]] | None:

@@ -5,7 +5,7 @@ sink's terminal error), a cluster that refuses our principal or an operation (Ac
 line naming cluster, principal and operation), an executor environment that cannot run the job (a missing module, code
 that cannot be shipped), a configuration error. ``--once`` gives up after a few failures in a
 row. A cluster that cannot be reached is not a reason to stop: a failed start is tried again after
-a back-off (1 s doubling to 60 s), and while the query runs a failed chore makes the topic refresh
+a back-off (1 s doubling to 60 s), and while the copy runs a failed chore makes the topic refresh
 and config sync due again after that back-off.
 """
 
@@ -86,7 +86,7 @@ class FlowSupervisor:
     def _guarded(self, step: Callable[[], None], what: str, *, starting: bool) -> None:
         """Run one step. A failure retrying cannot fix is reported as ``failed`` and raised; any other
         is logged and tried again after the back-off: the flow starts again if it was starting or its
-        query is gone, or its chores (topic refresh, config sync) are due again if it still runs."""
+        copy is gone, or its chores (topic refresh, config sync) are due again if it still runs."""
         try:
             step()
         except (FlowFailed, ConfigError, AccessDenied) as exc:
@@ -97,7 +97,7 @@ class FlowSupervisor:
             if denied is not None:
                 self.flow.report("failed", str(denied))
                 raise denied from None
-            self._retry_later(exc, what, running=not starting and self.flow.query is not None)
+            self._retry_later(exc, what, running=not starting and self.flow.copy_job is not None)
 
     def _retry_later(self, exc: Exception, what: str, *, running: bool) -> None:
         delay = self._failed()
@@ -129,14 +129,14 @@ class FlowSupervisor:
                     flow.metrics.restarted()
                 flow.start()
             return
-        if flow.query is not None and not flow.query.isActive:
-            self._on_query_end()
+        if flow.copy_job is not None and not flow.copy_job.isActive:
+            self._on_copy_end()
             return
         flow.poll()
 
-    def _on_query_end(self) -> None:
+    def _on_copy_end(self) -> None:
         flow = self.flow
-        error = flow.take_ended_query()
+        error = flow.take_ended_copy()
         if error is None:
             if flow.once or flow.stop_requested.is_set():
                 flow.finish()
@@ -151,7 +151,7 @@ class FlowSupervisor:
         terminal = terminal_message(text)
         if terminal is not None:
             raise FlowFailed(terminal)
-        denied = flow.access_denied(text, query=True)
+        denied = flow.access_denied(text, copying=True)
         if denied is not None:
             raise denied
         broken = _ENVIRONMENT_ERRORS.search(text)

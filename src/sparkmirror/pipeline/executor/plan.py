@@ -6,17 +6,12 @@ left out of its repr).
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass, field
 
 from sparkmirror.core.naming import reader_group
 from sparkmirror.core.policy import ReplicationPolicy
 from sparkmirror.core.transactions import PER_PARTITION, producers_for, writer_id
 from sparkmirror.pipeline.reports import Answer
-
-#: This Python worker, as the result rows name it (exactly-once producers are per worker).
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 
 #: (upstream start, downstream start, count) of a partition's last offset-map segment.
 Tail = tuple[int, int, int]

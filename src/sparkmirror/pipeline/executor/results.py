@@ -45,8 +45,6 @@ class PartitionResult:
     error: str | None
     #: Offset-map segments of what was acknowledged.
     segments: tuple[SegmentTuple, ...]
-    #: The Python worker that wrote it (exactly-once producers are per worker).
-    writer: str
 
     def as_row(self) -> dict[str, object]:
         row: dict[str, object] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

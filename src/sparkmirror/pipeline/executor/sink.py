@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sparkmirror.core.offsetmap import Segment, extend_tail, segments_from_offsets
 from sparkmirror.pipeline.exceptions import WriteError
-from sparkmirror.pipeline.executor.plan import WORKER_ID, PartitionKey, WritePlan
+from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.waits import WARN_EVERY_S, brokers_text, partition_text, target_text
 
@@ -227,7 +227,6 @@ class PartitionWrite:
             latency_sum_ms=self.acked_at_ms * n - self.ts_sum if n else 0,
             error=self.refusal,
             segments=tuple((g.upstream_start, g.downstream_start, g.count) for g in self.segments),
-            writer=WORKER_ID,
         )
 
 

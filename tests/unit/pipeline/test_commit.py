@@ -11,8 +11,8 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Message
 
+from source_messages import SourceMessage, messages
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.transactions import transaction_group
 from sparkmirror.pipeline.exceptions import WriteError
@@ -24,17 +24,9 @@ from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.sink import Sink
 
 
-class _Msg:
-    def __init__(self, offset: int) -> None:
-        self._offset = offset
-
-    def offset(self) -> int:
-        return self._offset
-
-
-def _messages(key: tuple[str, int], offsets: range) -> list[Message]:
-    """Source records as the task's consumer hands them to the sink."""
-    return [Message(topic=key[0], partition=key[1], offset=o, key=b"k", value=b"v", timestamp=(1, 1)) for o in offsets]
+def _report(offset: int) -> SourceMessage:
+    """A delivery report's message: the record, at its target offset."""
+    return SourceMessage(o=offset)
 
 
 class FakeProducer:
@@ -52,7 +44,7 @@ class FakeProducer:
         offset = self.ends.get((topic, partition), 0)
         self.ends[(topic, partition)] = offset + 1
         if on_delivery is not None:
-            on_delivery(None, _Msg(offset))
+            on_delivery(None, _report(offset))
         else:
             self.calls.append(("segment", topic))
 
@@ -118,7 +110,7 @@ def _write(plan: WritePlan, partitions: list[tuple[str, int]]) -> Sink:
     sink = Sink(plan, commit.commit_for(plan))
     sink.open(partitions)
     for key in partitions:
-        sink.write(key, _messages(key, range(10, 13)))
+        sink.write(key, messages(*key, range(10, 13)))
     return sink
 
 
@@ -213,20 +205,6 @@ def test_a_record_the_target_refused_inside_a_transaction_stops_the_flow_naming_
     assert not sink_module.refused_in_transaction(plan, [local]) and local.refusal is None
 
 
-class _RefusedMsg(_Msg):
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 1)
-
-    def key(self) -> bytes:
-        return b"k"
-
-    def value(self) -> bytes:
-        return b"v"
-
-    def headers(self) -> None:
-        return None
-
-
 class RefusingProducer(FakeProducer):
     """Refuses the records of ``t[1]`` (INVALID_RECORD), as a broker refuses a batch in a transaction;
     from then on purges what it holds (``_PURGE_QUEUE``) or, with ``state_after``, refuses new records
@@ -249,9 +227,9 @@ class RefusingProducer(FakeProducer):
             raise KafkaException(KafkaError(KafkaError._STATE, "transaction in error"))
         if partition == 1:
             self.in_error = True
-            on_delivery(KafkaError(KafkaError.INVALID_RECORD, "Broker failed to validate record"), _RefusedMsg(-1))
+            on_delivery(KafkaError(KafkaError.INVALID_RECORD, "Broker failed to validate record"), _report(-1))
         elif self.in_error:
-            on_delivery(KafkaError(KafkaError._PURGE_QUEUE, "purged"), _RefusedMsg(-1))
+            on_delivery(KafkaError(KafkaError._PURGE_QUEUE, "purged"), _report(-1))
         else:
             super().produce(topic, value, key, partition, callback, on_delivery, timestamp, headers)
 
@@ -311,7 +289,7 @@ def test_at_least_once_a_task_of_many_partitions_deals_them_among_its_producers(
     sink.open(partitions)
     for round_ in range(2):  # each partition stays with its producer from one write to the next
         for key in partitions:
-            sink.write(key, _messages(key, range(10 + 3 * round_, 13 + 3 * round_)))
+            sink.write(key, messages(*key, range(10 + 3 * round_, 13 + 3 * round_)))
     results = _finish(sink)
     assert sorted(made) == [0, 1, 2]
     assert {slot: sorted(p.ends) for slot, p in made.items()} == {

@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Message
 
+from source_messages import SourceMessage, messages
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor import sink as sink_module
@@ -64,8 +64,7 @@ def test_a_record_over_the_limit_is_refused_before_it_is_sent(rows: list[tuple[b
             max_record_bytes={"A.t": limit},
         )
         sink = Sink(plan, Commit())  # type: ignore[arg-type]
-        record = Message(topic="t", partition=0, offset=7, key=key, value=b"vv", headers=headers, timestamp=(1, 1))
-        sink.write(("t", 0), [record])
+        sink.write(("t", 0), [SourceMessage(o=7, k=key, v=b"vv", hdrs=headers)])
         w = sink.parts[("t", 0)]
         assert [f[0] for f in w.record_failures] == [7] and w.local_refusals == 1
 
@@ -81,24 +80,9 @@ class _Err:
         return self._name.lower()
 
 
-class _Msg:
-    def __init__(self, offset: int) -> None:
-        self._offset = offset
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes:
-        return b"k"
-
-    def value(self) -> bytes:
-        return b"v"
-
-    def headers(self) -> None:
-        return None
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 5)
+def _report(offset: int) -> SourceMessage:
+    """A delivery report's message: the record, at its target offset."""
+    return SourceMessage(o=offset, ts=5)
 
 
 def _plan() -> WritePlan:
@@ -109,11 +93,11 @@ def test_reports_pair_with_upstream_offsets_in_produce_order() -> None:
     w = PartitionWrite("t", "A.t", 0, None, None)  # type: ignore[arg-type]
     w.sent = [10, 11, 12, 13]
     w.first_offset, w.last_offset = 10, 13
-    w.delivered(None, _Msg(100))
-    w.delivered(_Err("MSG_SIZE_TOO_LARGE"), _Msg(-1))
+    w.delivered(None, _report(100))
+    w.delivered(_Err("MSG_SIZE_TOO_LARGE"), _report(-1))
     assert w.pending == 2
-    w.delivered(None, _Msg(101))
-    w.delivered(None, _Msg(102))
+    w.delivered(None, _report(101))
+    w.delivered(None, _report(102))
     assert w.pending == 0
     assert w.acknowledged() == [10, 12, 13] and w.ds == [100, 101, 102]
     assert [f[0] for f in w.record_failures] == [11]
@@ -125,8 +109,8 @@ def test_reports_pair_with_upstream_offsets_in_produce_order() -> None:
 def test_reports_out_of_produce_order_fail_the_batch() -> None:
     w = PartitionWrite("t", "A.t", 0, None, None)  # type: ignore[arg-type]
     w.sent = [10, 11]
-    w.delivered(None, _Msg(101))
-    w.delivered(None, _Msg(100))
+    w.delivered(None, _report(101))
+    w.delivered(None, _report(100))
     with pytest.raises(WriteError, match="out of produce order"):
         check_report_order(_plan(), [w])
 
@@ -219,7 +203,7 @@ class QueueFullProducer:
 
     def flush(self, _timeout: float = -1) -> int:
         for i, (_topic, _partition, on_delivery) in enumerate(self.queued):
-            on_delivery(None, _Msg(i))
+            on_delivery(None, _report(i))
         self.queued.clear()
         return 0
 
@@ -261,9 +245,8 @@ def _secret_plan(**kw: Any) -> WritePlan:
     )
 
 
-def _records(offsets: range) -> list[Message]:
-    """Source records as the task's consumer hands them to the sink."""
-    return [Message(topic="t", partition=0, offset=o, key=b"k", value=b"v", timestamp=(1, 1)) for o in offsets]
+def _records(offsets: range) -> list[SourceMessage]:
+    return messages("t", 0, offsets)
 
 
 def test_a_full_producer_queue_says_what_it_waits_for_every_interval(
@@ -357,7 +340,7 @@ class SlowAcksProducer:
             return len(self.queued)
         time.sleep(max(0.0, wait))
         for i, on_delivery in enumerate(self.queued):
-            on_delivery(None, _Msg(i))
+            on_delivery(None, _report(i))
         self.queued.clear()
         return 0
 
@@ -448,3 +431,64 @@ def test_a_full_queue_under_the_dead_letter_topic_says_what_it_waits_for(
         assert "to go to dead-letter topic dlq (1 in the producer; librdkafka fails them after" in text
         assert "dlq[0] leader broker 2, in sync [2, 3]; brokers 2 (127.0.0.1:9094)" in text
     assert SECRET not in caplog.text
+
+
+class _Recording:
+    """Takes every record and keeps what it was asked to produce (no acknowledgement)."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[Any, ...]] = []
+
+    def produce(self, *args: Any) -> None:
+        self.produced.append(args)
+
+    def poll(self, _timeout: float = 0) -> int:
+        return 0
+
+
+def test_the_sink_writes_each_record_once_with_its_fields_a_missing_timestamp_left_to_the_producer() -> None:
+    producer = _Recording()
+    sink = Sink(_plan(), _OneProducer(producer))  # type: ignore[arg-type]
+    headers = [("h", b"1")]
+    run = [
+        SourceMessage(o=5, k=None, v=b"abc", ts=-1, hdrs=headers),
+        SourceMessage(o=6, k=b"kk", v=None, ts=0),
+        SourceMessage(o=7, ts=1_700_000_000_000),
+    ]
+    assert not sink.written
+    assert sink.write(("t", 0), run) == 3 + 2 + 2  # key and value bytes handed over
+    assert sink.written
+    # (topic, value, key, partition, on_delivery, callback, timestamp, headers), by position
+    assert [(p[0], p[1], p[2], p[3], p[6], p[7]) for p in producer.produced] == [
+        ("A.t", b"abc", None, 0, 0, headers),
+        ("A.t", None, b"kk", 0, 0, None),
+        ("A.t", b"v", b"k", 0, 1_700_000_000_000, None),
+    ]
+    # handed over again (a read after a seek): nothing is produced twice
+    assert sink.write(("t", 0), run[1:]) == 0 and len(producer.produced) == 3
+    w = sink.parts[("t", 0)]
+    assert (w.first_offset, w.last_offset, w.sent) == (5, 7, [5, 6, 7])
+    assert (w.min_ts, w.max_ts) == (0, 1_700_000_000_000)
+    sealed = sink.seal()
+    assert [s.partition for s in sealed] == [0] and not sink.written, "sealed: nothing written since"
+    assert sink.seal() == [] and not sink.written
+    sink.write(("t", 0), [SourceMessage(o=8)])
+    assert sink.written and sink.parts[("t", 0)].sent == [8]
+
+
+@pytest.mark.parametrize(
+    ("sent", "ds", "segments"),
+    [
+        ([10, 11, 12], [100, 101, 102], [(10, 100, 3)]),  # both advance by one: one segment
+        ([10, 11, 12], [100, 101, 105], [(10, 100, 2), (12, 105, 1)]),  # a gap on the target
+        ([10, 12, 13], [100, 101, 102], [(10, 100, 1), (12, 101, 2)]),  # a gap on the source
+        ([7], [3], [(7, 3, 1)]),
+    ],
+)
+def test_segments_pair_offsets_in_produce_order(sent: list[int], ds: list[int], segments: list[Any]) -> None:
+    w = PartitionWrite("t", "A.t", 0, None, None)  # type: ignore[arg-type]
+    w.sent = list(sent)
+    for d in ds:
+        w.delivered(None, _report(d))
+    finish_segments(_plan(), [w])
+    assert [(s.upstream_start, s.downstream_start, s.count) for s in w.segments] == segments

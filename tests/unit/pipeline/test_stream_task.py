@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from confluent_kafka import KafkaError
 
+from source_messages import SourceMessage
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.ranges import SourceRange
 from sparkmirror.pipeline.executor.plan import WritePlan
@@ -13,48 +12,21 @@ from sparkmirror.pipeline.executor.stream import StreamTask
 from sparkmirror.pipeline.reports import Answer
 
 
-@dataclass
-class Msg:
-    t: str
-    p: int
-    o: int
-    eof: bool = False
-
-    def error(self) -> KafkaError | None:
-        return KafkaError(KafkaError._PARTITION_EOF) if self.eof else None
-
-    def topic(self) -> str:
-        return self.t
-
-    def partition(self) -> int:
-        return self.p
-
-    def offset(self) -> int:
-        return self.o
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 1000 + self.o)
-
-    def key(self) -> bytes:
-        return b"k"
-
-    def value(self) -> bytes:
-        return b"v%d" % self.o
-
-    def headers(self) -> None:
-        return None
+def Msg(t: str, p: int, o: int, eof: bool = False) -> SourceMessage:  # noqa: N802 - reads as the record it builds
+    """A record of ``t[p]`` at offset ``o`` (3 bytes of key and value), or (``eof``) the partition's end there."""
+    return SourceMessage(t, p, o, v=b"v%d" % o, ts=1000 + o, err=KafkaError(KafkaError._PARTITION_EOF) if eof else None)
 
 
 class Consumer:
-    def __init__(self, msgs: list[Msg]) -> None:
+    def __init__(self, msgs: list[SourceMessage]) -> None:
         self.msgs = msgs
         self.unassigned: list[list[tuple[str, int]]] = []
         self.calls: list[tuple[str, list[tuple[object, ...]]]] = []
 
-    def poll(self, _timeout: float) -> Msg | None:
+    def poll(self, _timeout: float) -> SourceMessage | None:
         return self.msgs.pop(0) if self.msgs else None
 
-    def consume(self, n: int, _timeout: float) -> list[Msg]:
+    def consume(self, n: int, _timeout: float) -> list[SourceMessage]:
         out, self.msgs = self.msgs[:n], self.msgs[n:]
         return out
 
@@ -75,7 +47,7 @@ class Sink:
     def __init__(self) -> None:
         self.written: dict[tuple[str, int], list[int]] = {}
 
-    def write(self, key: tuple[str, int], msgs: list[Msg]) -> int:
+    def write(self, key: tuple[str, int], msgs: list[SourceMessage]) -> int:
         self.written.setdefault(key, []).extend(m.offset() for m in msgs)
         return sum(len(m.key()) + len(m.value()) for m in msgs)
 

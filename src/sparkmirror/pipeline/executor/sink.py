@@ -1,6 +1,6 @@
 """The sink: writes a task's records to the target and says when they are safe.
 
-Every record a source hands over (:mod:`.sources`) goes to the same partition of the remote topic
+Every record the task's consumer hands over (:mod:`.stream`) goes to the same partition of the remote topic
 with its key, value, headers and timestamp. The sink keeps, per source partition, which upstream
 offset each produced record had and which downstream offset the target acknowledged, so the
 offset map's segments come out exact. How a partition's writes become final is its
@@ -65,7 +65,8 @@ _AUTHORIZATION = frozenset({"TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION
 # Kafka Connect's dead-letter header names, so existing tooling reads them.
 DLQ_HEADER_PREFIX = "__connect.errors."
 
-#: Delivery reports are served every this many records handed to a producer.
+#: Within one partition's run of records, its producer's delivery reports are served every this many
+#: records (the task serves every producer's once per read besides).
 _POLL_EVERY = 1024
 #: ``min_ts`` before the first record.
 _NO_TIMESTAMP = 2**63 - 1

@@ -183,14 +183,13 @@ class SparkSettings(_Frozen):
     report_port: int = Field(default=0, ge=0, le=65535, alias="sparkmirror.report.port")
     """Global, streaming engine: the driver's port its tasks report to every commit interval (0: any
     free port). On Kubernetes, a fixed port the driver's Service exposes, as ``spark.driver.port``."""
-    partitions_per_producer: int = Field(default=64, ge=1, alias="sparkmirror.partitions.per.producer")
+    partitions_per_producer: int = Field(default=16, ge=1, alias="sparkmirror.partitions.per.producer")
     """Streaming engine, at least once: a task writes with one producer per this many of its source
-    partitions (at most 8). librdkafka sends one partition per produce request, at most 5 at a time
+    partitions (at most 32). librdkafka sends one partition per produce request, at most 5 at a time
     on a connection, so a producer writing hundreds of partitions at a low rate queues each record
     behind the other partitions' requests; more producers are more connections to the target
-    (docs/performance.md, "Latency at 1,000 partitions"). Exactly once, each transaction group has its
-    own producer, and the default layout has one group per this many partitions of the flow
-    (``sparkmirror.exactly.once.transactions``)."""
+    (docs/performance.md, "Latency at 1,000 partitions"). Exactly once, each transaction group is a
+    producer (``sparkmirror.exactly.once.transactions``)."""
     batch_max_records: int = Field(default=2_000_000, ge=1, alias="sparkmirror.batch.max.records")
     """A copy task commits sooner than ``sparkmirror.commit.interval.ms`` once it has handed this many
     records to its producers since its last commit (at least once, half of it: two intervals may be
@@ -252,7 +251,7 @@ class SparkSettings(_Frozen):
     partition belongs to one group for good (a function of topic and partition) and each group commits
     one transaction per commit interval with all its partitions' records, offset-map segments and
     progress. -1 (default): twice the flow's copy tasks (its share of the cores) at the flow's start, or
-    for a flow of many partitions one group per ``sparkmirror.partitions.per.producer`` of them, at most
+    for a flow of many partitions one group per 64 of them, at most
     8 per task (each group is a producer; docs/performance.md, "Latency at 1,000 partitions"), counted
     when the flow starts (partitions added later count at its next start); 0: one id
     and one transaction per source partition (the only layout before). A change is safe: each start

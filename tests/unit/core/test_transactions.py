@@ -10,6 +10,7 @@ import pytest
 from sparkmirror.core.naming import transactional_id
 from sparkmirror.core.transactions import (
     MAX_TASK_PRODUCERS,
+    MAX_TASK_TRANSACTION_GROUPS,
     PER_PARTITION,
     default_transaction_groups,
     format_layouts,
@@ -96,15 +97,25 @@ def test_group_count_must_be_positive(groups: int) -> None:
 
 @pytest.mark.parametrize(
     ("tasks", "partitions", "groups"),
-    [(2, 8, 4), (2, 256, 4), (2, 257, 5), (2, 1000, 16), (2, 10**5, 2 * MAX_TASK_PRODUCERS), (1, 1000, 8), (0, 1, 2)],
+    [
+        (2, 8, 4),
+        (2, 256, 4),
+        (2, 257, 5),
+        (2, 1000, 16),
+        (2, 10**5, 2 * MAX_TASK_TRANSACTION_GROUPS),
+        (1, 1000, 8),
+        (0, 1, 2),
+    ],
 )
 def test_the_default_layout_has_a_group_per_so_many_partitions_for_large_flows(
     tasks: int, partitions: int, groups: int
 ) -> None:
-    """Twice the flow's tasks, or one group per 64 partitions (a producer each, as at least once), at most 8
-    per task (two flows on two cores: a task each, at most 8 groups each)."""
-    assert default_transaction_groups(tasks, partitions, 64) == groups
+    """Twice the flow's tasks, or one group per 64 partitions (a producer each), at most 8 per task (two
+    flows on two cores: a task each, at most 8 groups each), whatever at least once's producers are."""
+    assert default_transaction_groups(tasks, partitions) == groups
 
 
 def test_at_least_once_a_task_has_a_producer_per_so_many_partitions() -> None:
     assert [producers_for(n, 64) for n in (0, 1, 64, 65, 500, 10_000)] == [1, 1, 1, 2, 8, MAX_TASK_PRODUCERS]
+    # The default: a task of 500 partitions (1,000 on two cores) writes with 32 producers.
+    assert [producers_for(n, 16) for n in (8, 16, 17, 500, 10_000)] == [1, 1, 2, 32, MAX_TASK_PRODUCERS]

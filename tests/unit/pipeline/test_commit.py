@@ -269,7 +269,7 @@ def test_a_record_refused_locally_after_a_refused_batch_stops_the_flow_naming_th
 def test_at_least_once_a_task_of_many_partitions_deals_them_among_its_producers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """One producer per ``sparkmirror.partitions.per.producer`` partitions (at most 8), each partition to one
+    """One producer per ``sparkmirror.partitions.per.producer`` partitions (at most 32), each partition to one
     for good: its records go through it and are awaited there; segments and progress once for all."""
     made: dict[int, FakeProducer] = {}
     committed: list[tuple[str, int, int]] = []
@@ -282,7 +282,7 @@ def test_at_least_once_a_task_of_many_partitions_deals_them_among_its_producers(
     monkeypatch.setattr(clients, "progress_consumer", lambda plan: Progress())
     plan = dataclasses.replace(_plan(0), exactly_once=False, partitions_per_producer=2)
     assert (plan.producers_for(1), plan.producers_for(4), plan.producers_for(5), plan.producers_for(10_000)) == (
-        1, 2, 3, 8,
+        1, 2, 3, 32,
     )  # fmt: skip
     partitions = [("t", p) for p in range(5)]
     sink = Sink(plan, commit.commit_for(plan, len(partitions)))

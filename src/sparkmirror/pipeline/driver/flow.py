@@ -286,8 +286,7 @@ class Flow:
         configured = self.flow.spark.exactly_once_transactions
         if configured >= 0:
             return configured
-        per_producer = self.flow.spark.partitions_per_producer
-        return default_transaction_groups(self._task_count(), sum(topics.values()), per_producer)
+        return default_transaction_groups(self._task_count(), sum(topics.values()))
 
     def _task_count(self) -> int:
         """The flow's copy tasks: its share of Spark's default parallelism (the cores) among the run's flows."""

@@ -88,7 +88,7 @@ class WritePlan:
     interval_max_records: int = 2_000_000
     #: at least once, a task writes with one producer per this many of its partitions
     #: (``sparkmirror.partitions.per.producer``; :func:`~sparkmirror.core.transactions.producers_for`).
-    partitions_per_producer: int = 64
+    partitions_per_producer: int = 16
     #: where the driver takes the tasks' reports (host, port), and the secret a task
     #: proves itself with (:mod:`sparkmirror.pipeline.reports`).
     report_address: tuple[str, int] = ("", 0)

@@ -2,16 +2,17 @@
 
 One process reads half of the scale layout's partitions (200 topics x 5, the first 4 topics holding
 half of the records, as ``--scenario scale``) from A with a task's reader settings, and writes every
-record to B through 8 producers, each partition always through the same one, with nothing else: no
+record to B through ``--producers`` producers (32: a copy task's at 500 partitions), each partition
+always through the same one, with nothing else: no
 checks, no progress, no offset map. It prints the records per second and the CPU per record of its
 own process (librdkafka's threads included), for three loops on the same data:
 
 - ``consume``: reading only;
-- ``produce``: reading and producing, without delivery reports;
+- ``produce``: reading and producing, without a Python callback for the delivery reports;
 - ``acked``: reading and producing with a delivery callback per record (what a copy that must know
   each record's target offset needs).
 
-    .venv/bin/python bench/client_floor.py [--records 4000000] [--base-port 31400]
+    .venv/bin/python bench/client_floor.py [--records 4000000] [--producers 32] [--base-port 31400] [--out FILE]
 
 docs/performance.md, "32 producers per task", has what it found.
 """
@@ -28,16 +29,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 
 import scale  # noqa: E402
 from sparkmirror.devcluster.cluster import DevClusters  # noqa: E402
 
 LAYOUT = scale.Scale(topics=200, partitions=5, hot=4, groups=0, prefix="floor-")
-PRODUCERS = 8
 
 
-def copy(a: str, b: str, loop: str) -> dict[str, Any]:
+def copy(a: str, b: str, loop: str, producers_n: int) -> dict[str, Any]:
     consumer = Consumer(
         {
             "bootstrap.servers": a,
@@ -55,7 +55,7 @@ def copy(a: str, b: str, loop: str) -> dict[str, Any]:
     consumer.assign(mine)
     producers = [
         Producer({"bootstrap.servers": b, "acks": "all", "enable.idempotence": "true", "linger.ms": "5"})
-        for _ in range(PRODUCERS)
+        for _ in range(producers_n)
     ]
     failed: list[Any] = []
 
@@ -63,7 +63,7 @@ def copy(a: str, b: str, loop: str) -> dict[str, Any]:
         if err is not None:
             failed.append(err)
 
-    slot = {(tp.topic, tp.partition): i % PRODUCERS for i, tp in enumerate(mine)}
+    slot = {(tp.topic, tp.partition): i % producers_n for i, tp in enumerate(mine)}
     ended: set[tuple[str, int]] = set()
     n = 0
     wall, cpu = time.monotonic(), time.process_time()
@@ -73,34 +73,48 @@ def copy(a: str, b: str, loop: str) -> dict[str, Any]:
             continue
         for m in [first, *consumer.consume(9_999, 0)]:
             key = (m.topic(), m.partition())
-            if m.error() is not None:
+            err = m.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(f"reading {key}: {err}")
                 ended.add(key)
                 continue
             n += 1
             if loop == "consume":
                 continue
             producer = producers[slot[key]]
-            remote = "A." + key[0]
-            if loop == "produce":
-                producer.produce(remote, m.value(), m.key(), key[1], None, None, m.timestamp()[1], m.headers())
-            else:
-                producer.produce(remote, m.value(), m.key(), key[1], delivered, None, m.timestamp()[1], m.headers())
+            callback = delivered if loop == "acked" else None
+            while True:
+                try:
+                    producer.produce(
+                        "A." + key[0], m.value(), m.key(), key[1], callback, None, m.timestamp()[1], m.headers()
+                    )
+                    break
+                except BufferError:  # the producer's queue is full: let B catch up
+                    producer.poll(0.05)
         for producer in producers:
             producer.poll(0)
-    for producer in producers:
-        producer.flush(120)
+    left = sum(producer.flush(120) for producer in producers)
     wall, cpu = time.monotonic() - wall, time.process_time() - cpu
     consumer.close()
-    if failed:
-        raise RuntimeError(f"{len(failed)} records failed, first: {failed[0]}")
-    return {"loop": loop, "records": n, "records_per_s": round(n / wall), "cpu_us_per_record": round(cpu / n * 1e6, 2)}
+    if failed or left:
+        raise RuntimeError(f"{len(failed)} records failed, {left} not delivered, first: {failed[:1]}")
+    return {
+        "loop": loop,
+        "producers": producers_n,
+        "records": n,
+        "records_per_s": round(n / wall),
+        "cpu_us_per_record": round(cpu / n * 1e6, 2),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=4_000_000)
     ap.add_argument("--size", type=int, default=200)
+    ap.add_argument("--producers", type=int, default=32)
     ap.add_argument("--base-port", type=int, default=31400)
+    ap.add_argument("--out", default="", help="also append the JSON lines to this file")
     ap.add_argument("--workdir", default="/tmp/sparkmirror-client-floor")
     a = ap.parse_args()
     shutil.rmtree(a.workdir, ignore_errors=True)  # fresh clusters: the load is appended once
@@ -113,7 +127,11 @@ def main() -> None:
         remotes = {"A." + t: n for t, n in topics.items()}
         scale.create_topics(boots["B"], remotes)
         for loop in ("consume", "produce", "acked"):
-            print(json.dumps(copy(boots["A"], boots["B"], loop)), flush=True)
+            line = json.dumps(copy(boots["A"], boots["B"], loop, a.producers))
+            print(line, flush=True)
+            if a.out:
+                with open(a.out, "a") as out:
+                    out.write(line + "\n")
             scale.truncate(boots["B"], remotes)
     finally:
         clusters.down()

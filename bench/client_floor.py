@@ -33,23 +33,13 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # no
 
 import scale  # noqa: E402
 from sparkmirror.devcluster.cluster import DevClusters  # noqa: E402
+from sparkmirror.pipeline.executor.plan import READER_DEFAULTS, READER_SETTINGS  # noqa: E402
 
 LAYOUT = scale.Scale(topics=200, partitions=5, hot=4, groups=0, prefix="floor-")
 
 
 def copy(a: str, b: str, loop: str, producers_n: int) -> dict[str, Any]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": a,
-            "group.id": "client-floor",
-            "enable.auto.commit": "false",
-            "enable.partition.eof": "true",
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "error",
-            "max.partition.fetch.bytes": "10485760",
-            "fetch.wait.max.ms": "500",
-        }
-    )
+    consumer = Consumer({**READER_DEFAULTS, **READER_SETTINGS, "bootstrap.servers": a, "group.id": "client-floor"})
     every = [(t, p) for t in LAYOUT.names() for p in range(LAYOUT.partitions)]
     mine = [TopicPartition(t, p, 0) for i, (t, p) in enumerate(every) if i % 2 == 0]  # one task's half
     consumer.assign(mine)
@@ -64,6 +54,7 @@ def copy(a: str, b: str, loop: str, producers_n: int) -> dict[str, Any]:
             failed.append(err)
 
     slot = {(tp.topic, tp.partition): i % producers_n for i, tp in enumerate(mine)}
+    callback = delivered if loop == "acked" else None
     ended: set[tuple[str, int]] = set()
     n = 0
     wall, cpu = time.monotonic(), time.process_time()
@@ -83,7 +74,6 @@ def copy(a: str, b: str, loop: str, producers_n: int) -> dict[str, Any]:
             if loop == "consume":
                 continue
             producer = producers[slot[key]]
-            callback = delivered if loop == "acked" else None
             while True:
                 try:
                     producer.produce(

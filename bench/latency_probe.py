@@ -89,9 +89,12 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=5000, help="offered records/s")
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--size", type=int, default=200)
+    ap.add_argument("--warmup", type=float, default=5, help="seconds of paced load, not measured, before each round")
     ap.add_argument("--base-port", type=int, default=31300)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--prop", action="append", default=[], metavar="KEY=VALUE", help="sparkmirror: extra property")
+    ap.add_argument("--generator", default="java", choices=["java", "librdkafka"],
+                    help="the load generator's client (scale.offer)")  # fmt: skip
     ap.add_argument("--out", default="")
     ap.add_argument("--workdir", default="/tmp/sparkmirror-latency-probe")
     args = ap.parse_args()
@@ -125,7 +128,8 @@ def main() -> None:
         for r in range(args.rounds):
             start = sum(scale.end_offsets(boots["A"], topics).values())
             cpu0 = cpu_by_role()
-            lat = scale.latency(boots, topics, args.size, args.rate, args.seconds, 240, 5)
+            lat = scale.latency(boots, topics, args.size, args.rate, args.seconds, 240, args.warmup,
+                                jvm=jvm if args.generator == "java" else None)  # fmt: skip
             cpu1 = cpu_by_role()
             first = start + lat["warmup_records"]
             on_a = latency_records(boots["A"], topics, first)
@@ -145,7 +149,7 @@ def main() -> None:
                 "copy_p50_p99_max": (pct(copy, 50), pct(copy, 99), max(copy)),
                 "cpu_s": {k: round(cpu1.get(k, 0) - cpu0.get(k, 0), 1) for k in sorted(cpu1)},
                 "copy_p99_by_second": [pct(v, 99) for _s, v in sorted(by_second.items())],
-                "props": args.prop,
+                "props": args.prop, "generator": args.generator, "warmup_s": args.warmup,
             }  # fmt: skip
             print(json.dumps(out), flush=True)
             results.append(out)

@@ -26,7 +26,11 @@ from sparkmirror.artifacts import fetch, mm2_artifacts
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-JAVA_SOURCES = (BENCH / "jvm" / "CopyLoop.java", REPO / "tests" / "mm2client" / "TranslateOffsets.java")
+JAVA_SOURCES = (
+    BENCH / "jvm" / "CopyLoop.java",
+    BENCH / "jvm" / "PacedLoad.java",
+    REPO / "tests" / "mm2client" / "TranslateOffsets.java",
+)
 
 #: Kafka's own launch script defaults (kafka-run-class.sh) for MM2: G1, 20 ms pause goal.
 KAFKA_JVM_FLAGS = (

@@ -114,6 +114,9 @@ class Settings:
     partitions_sweep: tuple[int, ...] = ()
     sweep_records: int = 0
     scale_freshness_wait: int = 120
+    #: The scale scenario's latency load: Java's producer (bench/jvm/PacedLoad.java), or librdkafka's,
+    #: which was the load of every scale run before 2026-11-28 (docs/performance.md).
+    scale_generator: str = "java"
 
     @property
     def payload_bytes(self) -> int:
@@ -170,6 +173,9 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     ap.add_argument("--scale-freshness-wait", type=int, default=120,
                     help="seconds past the checkpoint interval to wait for checkpoints (scale)")  # fmt: skip
     ap.add_argument("--sweep-records", type=int, default=0, help="records per sweep point (default: --records)")
+    ap.add_argument("--scale-generator", default="java", choices=["java", "librdkafka"],
+                    help="scale: the latency load's client (java: every ready partition of a broker in one "
+                         "request; librdkafka: one partition per request, the load before 2026-11-28)")  # fmt: skip
     a = ap.parse_args(argv)
     known = {"limit", "mm2", "sparkmirror_at_least_once", "sparkmirror_exactly_once"}
     systems = tuple(s.strip() for s in a.systems.split(",") if s.strip())
@@ -207,6 +213,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         partitions_sweep=tuple(int(x) for x in a.partitions_sweep.split(",") if x.strip()),
         sweep_records=a.sweep_records,
         scale_freshness_wait=a.scale_freshness_wait,
+        scale_generator=a.scale_generator,
     )
 
 

@@ -52,7 +52,9 @@ import logging
 import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from array import array
 from collections.abc import Iterable, Iterator
@@ -475,10 +477,12 @@ def _pct(values: list[float], q: float) -> float:
 def offer(
     bootstrap: str, topics: list[str], partitions: int, size: int, *, first_seq: int, rate: float, seconds: float
 ) -> int:
-    """Produce ``rate`` records/s for ``seconds`` round robin over every partition of every topic.
+    """Produce ``rate`` records/s for ``seconds`` round robin over every partition of every topic, on librdkafka.
 
     Keys ``b"L%011d"``; the value starts with the record's timestamp (ms), as in the default
     scenario's latency load. Records go out late when the machine starves the loop, never early.
+    librdkafka sends one partition per produce request: at 1,000 partitions its own queue is most
+    of the measured latency, which is why the scenario's load comes from :class:`JavaLoad`.
     """
     errors: list[Any] = []
 
@@ -560,6 +564,7 @@ def measure_latency(
             s.stall_timeout_s,
             s.warmup_seconds,
             warmup_committed=getattr(s, "warmup_committed", False),
+            jvm=system.jvm if getattr(s, "scale_generator", "java") == "java" else None,
         )
     finally:
         stats = tree.stop()
@@ -574,6 +579,49 @@ def measure_latency(
     return out
 
 
+class JavaLoad:
+    """The latency load on Java's producer (``bench/jvm/PacedLoad.java``), one JVM for every phase.
+
+    The same records as :func:`offer`; Java's producer puts every ready partition of a broker in one
+    produce request, so the load generator's own queue stays out of the measured latency.
+    """
+
+    def __init__(self, jvm: rep.Jvm, bootstrap: str, topics: list[str], partitions: int, size: int) -> None:
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        cmd = jvm.command("PacedLoad", bootstrap, ",".join(topics), str(partitions), str(size),
+                          heap=("-Xmx256m",), log_level="WARN")  # fmt: skip
+        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                      text=True)  # fmt: skip
+        self._answer("ready")
+
+    def _answer(self, expected: str) -> str:
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line.startswith(expected):
+            self.close()
+            self._stderr.seek(0)
+            raise RuntimeError(
+                f"offering load: PacedLoad exited {self._proc.returncode}: {self._stderr.read()[-2000:]}"
+            )
+        return line
+
+    def offer(self, *, first_seq: int, rate: float, seconds: float) -> int:
+        """One paced phase; returns once every record of it is acknowledged."""
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(f"{first_seq} {rate} {seconds}\n")
+        self._proc.stdin.flush()
+        return int(self._answer("sent").split()[1])
+
+    def close(self) -> None:
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
 def latency(
     boots: dict[str, str],
     topics: dict[str, int],
@@ -583,6 +631,7 @@ def latency(
     stall_s: float,
     warmup_s: float = 5,
     warmup_committed: bool = False,
+    jvm: rep.Jvm | None = None,
 ) -> dict[str, Any]:
     """Offer the latency load to A while the system runs; latency of each record on B.
 
@@ -591,15 +640,41 @@ def latency(
     (``warmup_commit_wait_ms``): an exactly-once writer's first commit over fresh target partitions
     costs the broker a one-time stall (docs/performance.md) that would otherwise fall in the window.
     """
+    partitions = next(iter(topics.values()))
+    java = JavaLoad(jvm, boots["A"], list(topics), partitions, size) if jvm is not None else None
+    try:
+        return _latency(boots, topics, size, rate, seconds, stall_s, warmup_s, warmup_committed, java)
+    finally:
+        if java is not None:
+            java.close()
+
+
+def _latency(
+    boots: dict[str, str],
+    topics: dict[str, int],
+    size: int,
+    rate: float,
+    seconds: float,
+    stall_s: float,
+    warmup_s: float,
+    warmup_committed: bool,
+    java: JavaLoad | None,
+) -> dict[str, Any]:
+    partitions = next(iter(topics.values()))
+
+    def load(first_seq: int, phase_s: float) -> int:
+        if java is not None:
+            return java.offer(first_seq=first_seq, rate=rate, seconds=phase_s)
+        return offer(boots["A"], list(topics), partitions, size, first_seq=first_seq, rate=rate, seconds=phase_s)
+
     remotes = {rep.remote(t): n for t, n in topics.items()}
     before = sum(end_offsets(boots["B"], remotes).values())
     before_committed = sum(end_offsets(boots["B"], remotes, committed=True).values())
     # Keys past every record on A: the records of earlier systems' loads are told apart.
     start = sum(end_offsets(boots["A"], topics).values())
-    partitions = next(iter(topics.values()))
     # A warm-up at the same rate, not measured, that B must hold before the measured load starts: the
     # system is running and past its first batches.
-    warm = offer(boots["A"], list(topics), partitions, size, first_seq=start, rate=rate, seconds=warmup_s)
+    warm = load(start, warmup_s)
     last, since = -1, time.monotonic()
     while True:
         have = sum(end_offsets(boots["B"], remotes).values()) - before
@@ -626,7 +701,7 @@ def latency(
         commit_wait_ms = round((time.monotonic() - waited) * 1000)
     first_seq = start + warm
     t0 = time.monotonic()
-    offered = offer(boots["A"], list(topics), partitions, size, first_seq=first_seq, rate=rate, seconds=seconds)
+    offered = load(first_seq, seconds)
     offered_rate = offered / (time.monotonic() - t0)
     offered += warm
     # Every offered record on B (high watermarks count transaction markers too: the read-back decides).

@@ -708,11 +708,17 @@ def render_scale(
             f"| {lat} | {fresh} | {_num(sm['reread_after_failover'])} | {_num(sm['lost'])} |"
         )
     rate = next((sm.get("latency_rate") for sm in summary.values() if sm.get("latency_rate")), None)
+    # Runs before 2026-11-28 have no scale_generator: their load was librdkafka's.
+    generator = (
+        "Java's producer (`bench/jvm/PacedLoad.java`)"
+        if st.get("scale_generator") == "java"
+        else "librdkafka's producer (one partition per produce request: its own queue is in the figures)"
+    )
     lines += [
         "",
-        f"Latency: {st['rate']:,} records/s offered (achieved: {_num(rate)}) round robin over all {parts:,} "
-        f"partitions for {st['latency_seconds']} s after {st['warmup_seconds']} s of warm-up that B had to hold "
-        "first, by a fresh process of each system on an emptied B (A's records deleted first, so no catch-up); "
+        f"Latency: {st['rate']:,} records/s offered (achieved: {_num(rate)}) by {generator}, round robin over all "
+        f"{parts:,} partitions for {st['latency_seconds']} s after {st['warmup_seconds']} s of warm-up that B had to "
+        "hold first, by a fresh process of each system on an emptied B (A's records deleted first, so no catch-up); "
         "latency = append time on B - the record's timestamp on A. Freshness: every group commits a new position on "
         "A while the system runs; the time from each commit to the checkpoint on B that carries it. Driver: the "
         "sparkmirror process and its helper processes plus Spark's JVM (in `local[*]` the JVM also runs the "

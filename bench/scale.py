@@ -610,7 +610,9 @@ class JavaLoad:
         assert self._proc.stdin is not None
         self._proc.stdin.write(f"{first_seq} {rate} {seconds}\n")
         self._proc.stdin.flush()
-        return int(self._answer("sent").split()[1])
+        answer = self._answer("sent").split()
+        log.info("PacedLoad: %s", " ".join(answer))
+        return int(answer[1])
 
     def close(self) -> None:
         if self._proc.stdin is not None and not self._proc.stdin.closed:

@@ -22,7 +22,11 @@
  *   PacedLoad <bootstrap> <topics, comma-separated> <partitionsPerTopic> <size>
  *
  * Stdout carries "ready" once the producer has every topic's metadata, then a line per phase,
- * once every record of it is acknowledged: "sent <n> seconds <s> behind_ms <max>". Any failed send
+ * once every record of it is acknowledged: "sent <n> seconds <s> behind_ms <max>", then pairs of
+ * the producer's own metrics (record-queue-time-avg ... batch-size-avg, over its sampled window),
+ * "append_ms_p50_p99" (the broker's append time in each answer minus the record's timestamp: on a
+ * LogAppendTime topic, the source part as the generator sees it) and "send_us_p50_p99" (the time
+ * spent in send() itself). Any failed send
  * exits 1 with the error on stderr.
  */
 
@@ -32,6 +36,7 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
@@ -39,12 +44,41 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class PacedLoad {
 
     private static final byte[] HEADER_VALUE = "sparkmirror".getBytes(StandardCharsets.UTF_8);
+
+    /** What the broker's answers say of each record (its append time on a LogAppendTime topic) and each send()'s own time. */
+    private static final java.util.Queue<Long> appendMs = new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private static final java.util.Queue<Long> sendUs = new java.util.concurrent.ConcurrentLinkedQueue<>();
+
+    private static String percentiles(java.util.Collection<Long> values) {
+        List<Long> sorted = new ArrayList<>(values);
+        if (sorted.isEmpty()) {
+            return "-";
+        }
+        java.util.Collections.sort(sorted);
+        return sorted.get(sorted.size() / 2) + "/" + sorted.get((int) (sorted.size() * 0.99));
+    }
+
+    /** The producer's own view of where a record waited: in its accumulator, or for the broker's answer. */
+    private static String producerMetrics(KafkaProducer<byte[], byte[]> producer) {
+        StringBuilder out = new StringBuilder();
+        for (String name : new String[] {"record-queue-time-avg", "record-queue-time-max", "request-latency-avg",
+                "request-latency-max", "records-per-request-avg", "batch-size-avg"}) {
+            for (Map.Entry<MetricName, ? extends Metric> e : producer.metrics().entrySet()) {
+                if (e.getKey().name().equals(name) && e.getKey().group().equals("producer-metrics")) {
+                    out.append(String.format(" %s %.1f", name, ((Number) e.getValue().metricValue()).doubleValue()));
+                }
+            }
+        }
+        return out.toString();
+    }
 
     public static void main(String[] args) throws Exception {
         if (args.length != 4) {
@@ -86,6 +120,8 @@ public final class PacedLoad {
                 long total = (long) (rate * Double.parseDouble(phase[2]));
                 long sent = 0;
                 double maxBehindMs = 0;
+                appendMs.clear();
+                sendUs.clear();
                 long start = System.nanoTime();
                 while (sent < total) {
                     double elapsed = (System.nanoTime() - start) / 1e9;
@@ -101,6 +137,7 @@ public final class PacedLoad {
                         RecordHeaders headers = new RecordHeaders();
                         headers.add("bench", HEADER_VALUE);
                         byte[] key = String.format("L%011d", firstSeq + sent).getBytes(StandardCharsets.US_ASCII);
+                        long before = System.nanoTime();
                         producer.send(
                             new ProducerRecord<>(targetTopics.get(i), targetPartitions.get(i), ts, key, value.array(),
                                 headers),
@@ -108,8 +145,11 @@ public final class PacedLoad {
                                 if (error != null) {
                                     failed.incrementAndGet();
                                     failure.compareAndSet(null, error);
+                                } else {
+                                    appendMs.add(metadata.timestamp() - ts);
                                 }
                             });
+                        sendUs.add((System.nanoTime() - before) / 1000);
                     }
                     Thread.sleep(1);
                 }
@@ -118,8 +158,9 @@ public final class PacedLoad {
                     System.err.println("offering load: " + failed.get() + " records failed, first: " + failure.get());
                     System.exit(1);
                 }
-                System.out.printf("sent %d seconds %.3f behind_ms %.1f%n", sent, (System.nanoTime() - start) / 1e9,
-                    maxBehindMs);
+                System.out.printf("sent %d seconds %.3f behind_ms %.1f%s append_ms_p50_p99 %s send_us_p50_p99 %s%n",
+                    sent, (System.nanoTime() - start) / 1e9, maxBehindMs, producerMetrics(producer),
+                    percentiles(appendMs), percentiles(sendUs));
                 System.out.flush();
             }
         }

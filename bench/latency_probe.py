@@ -95,6 +95,7 @@ def main() -> None:
     ap.add_argument("--prop", action="append", default=[], metavar="KEY=VALUE", help="sparkmirror: extra property")
     ap.add_argument("--generator", default="java", choices=["java", "librdkafka"],
                     help="the load generator's client (scale.offer)")  # fmt: skip
+    ap.add_argument("--generator-producers", type=int, default=1, help="java generator: producers (connections)")
     ap.add_argument("--out", default="")
     ap.add_argument("--workdir", default="/tmp/sparkmirror-latency-probe")
     args = ap.parse_args()
@@ -128,8 +129,9 @@ def main() -> None:
         for r in range(args.rounds):
             start = sum(scale.end_offsets(boots["A"], topics).values())
             cpu0 = cpu_by_role()
+            java = jvm if args.generator == "java" else None
             lat = scale.latency(boots, topics, args.size, args.rate, args.seconds, 240, args.warmup,
-                                jvm=jvm if args.generator == "java" else None)  # fmt: skip
+                                jvm=java, generator_producers=args.generator_producers)  # fmt: skip
             cpu1 = cpu_by_role()
             first = start + lat["warmup_records"]
             on_a = latency_records(boots["A"], topics, first)
@@ -150,6 +152,7 @@ def main() -> None:
                 "cpu_s": {k: round(cpu1.get(k, 0) - cpu0.get(k, 0), 1) for k in sorted(cpu1)},
                 "copy_p99_by_second": [pct(v, 99) for _s, v in sorted(by_second.items())],
                 "props": args.prop, "generator": args.generator, "warmup_s": args.warmup,
+                "generator_producers": args.generator_producers,
             }  # fmt: skip
             print(json.dumps(out), flush=True)
             results.append(out)

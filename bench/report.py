@@ -710,7 +710,7 @@ def render_scale(
     rate = next((sm.get("latency_rate") for sm in summary.values() if sm.get("latency_rate")), None)
     # Runs before 2026-11-28 have no scale_generator: their load was librdkafka's.
     generator = (
-        "Java's producer (`bench/jvm/PacedLoad.java`)"
+        f"Java's producer (`bench/jvm/PacedLoad.java`, {st.get('scale_generator_producers', 1)} producer(s))"
         if st.get("scale_generator") == "java"
         else "librdkafka's producer (one partition per produce request: its own queue is in the figures)"
     )

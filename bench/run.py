@@ -117,6 +117,9 @@ class Settings:
     #: The scale scenario's latency load: Java's producer (bench/jvm/PacedLoad.java), or librdkafka's,
     #: which was the load of every scale run before 2026-11-28 (docs/performance.md).
     scale_generator: str = "java"
+    #: Producers of the Java load, each with a connection of its own: a broker answers one request per
+    #: connection at a time, and one connection was again near its limit (docs/performance.md).
+    scale_generator_producers: int = 4
 
     @property
     def payload_bytes(self) -> int:
@@ -176,6 +179,8 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     ap.add_argument("--scale-generator", default="java", choices=["java", "librdkafka"],
                     help="scale: the latency load's client (java: every ready partition of a broker in one "
                          "request; librdkafka: one partition per request, the load before 2026-11-28)")  # fmt: skip
+    ap.add_argument("--scale-generator-producers", type=int, default=4,
+                    help="scale: producers (connections) of the Java latency load (before: 1)")  # fmt: skip
     a = ap.parse_args(argv)
     known = {"limit", "mm2", "sparkmirror_at_least_once", "sparkmirror_exactly_once"}
     systems = tuple(s.strip() for s in a.systems.split(",") if s.strip())
@@ -214,6 +219,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         sweep_records=a.sweep_records,
         scale_freshness_wait=a.scale_freshness_wait,
         scale_generator=a.scale_generator,
+        scale_generator_producers=a.scale_generator_producers,
     )
 
 

@@ -565,6 +565,7 @@ def measure_latency(
             s.warmup_seconds,
             warmup_committed=getattr(s, "warmup_committed", False),
             jvm=system.jvm if getattr(s, "scale_generator", "java") == "java" else None,
+            generator_producers=getattr(s, "scale_generator_producers", 1),
         )
     finally:
         stats = tree.stop()
@@ -586,9 +587,11 @@ class JavaLoad:
     produce request, so the load generator's own queue stays out of the measured latency.
     """
 
-    def __init__(self, jvm: rep.Jvm, bootstrap: str, topics: list[str], partitions: int, size: int) -> None:
+    def __init__(
+        self, jvm: rep.Jvm, bootstrap: str, topics: list[str], partitions: int, size: int, producers: int = 1
+    ) -> None:
         self._stderr = tempfile.TemporaryFile(mode="w+")
-        cmd = jvm.command("PacedLoad", bootstrap, ",".join(topics), str(partitions), str(size),
+        cmd = jvm.command("PacedLoad", bootstrap, ",".join(topics), str(partitions), str(size), str(producers),
                           heap=("-Xmx256m",), log_level="WARN")  # fmt: skip
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                       text=True)  # fmt: skip
@@ -634,6 +637,7 @@ def latency(
     warmup_s: float = 5,
     warmup_committed: bool = False,
     jvm: rep.Jvm | None = None,
+    generator_producers: int = 1,
 ) -> dict[str, Any]:
     """Offer the latency load to A while the system runs; latency of each record on B.
 
@@ -643,7 +647,7 @@ def latency(
     costs the broker a one-time stall (docs/performance.md) that would otherwise fall in the window.
     """
     partitions = next(iter(topics.values()))
-    java = JavaLoad(jvm, boots["A"], list(topics), partitions, size) if jvm is not None else None
+    java = JavaLoad(jvm, boots["A"], list(topics), partitions, size, generator_producers) if jvm is not None else None
     try:
         return _latency(boots, topics, size, rate, seconds, stall_s, warmup_s, warmup_committed, java)
     finally:

@@ -19,7 +19,10 @@
  * never early.
  *
  * Usage:
- *   PacedLoad <bootstrap> <topics, comma-separated> <partitionsPerTopic> <size>
+ *   PacedLoad <bootstrap> <topics, comma-separated> <partitionsPerTopic> <size> [<producers>]
+ *
+ * <producers> (1 by default): that many producers, each partition always written by the same one,
+ * each with a connection of its own (a broker answers one request per connection at a time).
  *
  * Stdout carries "ready" once the producer has every topic's metadata, then a line per phase,
  * once every record of it is acknowledged: "sent <n> seconds <s> behind_ms <max>", then pairs of
@@ -81,13 +84,14 @@ public final class PacedLoad {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 4) {
-            System.err.println("usage: PacedLoad <bootstrap> <topics> <partitionsPerTopic> <size>");
+        if (args.length != 4 && args.length != 5) {
+            System.err.println("usage: PacedLoad <bootstrap> <topics> <partitionsPerTopic> <size> [<producers>]");
             System.exit(2);
         }
         String[] topics = args[1].split(",");
         int partitions = Integer.parseInt(args[2]);
         int size = Integer.parseInt(args[3]);
+        int count = args.length == 5 ? Integer.parseInt(args[4]) : 1;
         List<String> targetTopics = new ArrayList<>();
         List<Integer> targetPartitions = new ArrayList<>();
         for (int p = 0; p < partitions; p++) {
@@ -106,10 +110,16 @@ public final class PacedLoad {
         AtomicReference<Exception> failure = new AtomicReference<>();
         AtomicLong failed = new AtomicLong();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII));
-        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+        List<KafkaProducer<byte[], byte[]>> producers = new ArrayList<>();
+        try {
+            for (int n = 0; n < count; n++) {
+                producers.add(new KafkaProducer<>(props));
+            }
             // Metadata of every topic before any phase: the first send of a topic waits for it.
-            for (String topic : topics) {
-                producer.partitionsFor(topic);
+            for (KafkaProducer<byte[], byte[]> producer : producers) {
+                for (String topic : topics) {
+                    producer.partitionsFor(topic);
+                }
             }
             System.out.println("ready");
             System.out.flush();
@@ -138,7 +148,7 @@ public final class PacedLoad {
                         headers.add("bench", HEADER_VALUE);
                         byte[] key = String.format("L%011d", firstSeq + sent).getBytes(StandardCharsets.US_ASCII);
                         long before = System.nanoTime();
-                        producer.send(
+                        producers.get(i % count).send(
                             new ProducerRecord<>(targetTopics.get(i), targetPartitions.get(i), ts, key, value.array(),
                                 headers),
                             (metadata, error) -> {
@@ -153,15 +163,21 @@ public final class PacedLoad {
                     }
                     Thread.sleep(1);
                 }
-                producer.flush();
+                for (KafkaProducer<byte[], byte[]> producer : producers) {
+                    producer.flush();
+                }
                 if (failure.get() != null) {
                     System.err.println("offering load: " + failed.get() + " records failed, first: " + failure.get());
                     System.exit(1);
                 }
                 System.out.printf("sent %d seconds %.3f behind_ms %.1f%s append_ms_p50_p99 %s send_us_p50_p99 %s%n",
-                    sent, (System.nanoTime() - start) / 1e9, maxBehindMs, producerMetrics(producer),
+                    sent, (System.nanoTime() - start) / 1e9, maxBehindMs, producerMetrics(producers.get(0)),
                     percentiles(appendMs), percentiles(sendUs));
                 System.out.flush();
+            }
+        } finally {
+            for (KafkaProducer<byte[], byte[]> producer : producers) {
+                producer.close();
             }
         }
     }

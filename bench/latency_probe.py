@@ -95,7 +95,7 @@ def main() -> None:
     ap.add_argument("--prop", action="append", default=[], metavar="KEY=VALUE", help="sparkmirror: extra property")
     ap.add_argument("--generator", default="java", choices=["java", "librdkafka"],
                     help="the load generator's client (scale.offer)")  # fmt: skip
-    ap.add_argument("--generator-producers", type=int, default=1, help="java generator: producers (connections)")
+    ap.add_argument("--generator-producers", type=int, default=4, help="java generator: producers (connections)")
     ap.add_argument("--out", default="")
     ap.add_argument("--workdir", default="/tmp/sparkmirror-latency-probe")
     args = ap.parse_args()

@@ -649,93 +649,81 @@ def latency(
     partitions = next(iter(topics.values()))
     java = JavaLoad(jvm, boots["A"], list(topics), partitions, size, generator_producers) if jvm is not None else None
     try:
-        return _latency(boots, topics, size, rate, seconds, stall_s, warmup_s, warmup_committed, java)
-    finally:
-        if java is not None:
-            java.close()
 
+        def load(first_seq: int, phase_s: float) -> int:
+            if java is not None:
+                return java.offer(first_seq=first_seq, rate=rate, seconds=phase_s)
+            return offer(boots["A"], list(topics), partitions, size, first_seq=first_seq, rate=rate, seconds=phase_s)
 
-def _latency(
-    boots: dict[str, str],
-    topics: dict[str, int],
-    size: int,
-    rate: float,
-    seconds: float,
-    stall_s: float,
-    warmup_s: float,
-    warmup_committed: bool,
-    java: JavaLoad | None,
-) -> dict[str, Any]:
-    partitions = next(iter(topics.values()))
-
-    def load(first_seq: int, phase_s: float) -> int:
-        if java is not None:
-            return java.offer(first_seq=first_seq, rate=rate, seconds=phase_s)
-        return offer(boots["A"], list(topics), partitions, size, first_seq=first_seq, rate=rate, seconds=phase_s)
-
-    remotes = {rep.remote(t): n for t, n in topics.items()}
-    before = sum(end_offsets(boots["B"], remotes).values())
-    before_committed = sum(end_offsets(boots["B"], remotes, committed=True).values())
-    # Keys past every record on A: the records of earlier systems' loads are told apart.
-    start = sum(end_offsets(boots["A"], topics).values())
-    # A warm-up at the same rate, not measured, that B must hold before the measured load starts: the
-    # system is running and past its first batches.
-    warm = load(start, warmup_s)
-    last, since = -1, time.monotonic()
-    while True:
-        have = sum(end_offsets(boots["B"], remotes).values()) - before
-        if have != last:
-            last, since = have, time.monotonic()
-        if have >= warm:
-            break
-        if time.monotonic() - since > max(stall_s, 240):
-            raise RuntimeError(f"the warm-up load did not reach B ({have} of {warm} records)")
-        time.sleep(0.5)
-    commit_wait_ms = None
-    if warmup_committed:
-        waited = time.monotonic()
+        remotes = {rep.remote(t): n for t, n in topics.items()}
+        before = sum(end_offsets(boots["B"], remotes).values())
+        before_committed = sum(end_offsets(boots["B"], remotes, committed=True).values())
+        # Keys past every record on A: the records of earlier systems' loads are told apart.
+        start = sum(end_offsets(boots["A"], topics).values())
+        # A warm-up at the same rate, not measured, that B must hold before the measured load starts: the
+        # system is running and past its first batches.
+        warm = load(start, warmup_s)
         last, since = -1, time.monotonic()
         while True:
-            have = sum(end_offsets(boots["B"], remotes, committed=True).values()) - before_committed
+            have = sum(end_offsets(boots["B"], remotes).values()) - before
             if have != last:
                 last, since = have, time.monotonic()
             if have >= warm:
                 break
             if time.monotonic() - since > max(stall_s, 240):
-                raise RuntimeError(f"the warm-up was not committed on B ({have} of {warm} records)")
+                raise RuntimeError(f"the warm-up load did not reach B ({have} of {warm} records)")
             time.sleep(0.5)
-        commit_wait_ms = round((time.monotonic() - waited) * 1000)
-    first_seq = start + warm
-    t0 = time.monotonic()
-    offered = load(first_seq, seconds)
-    offered_rate = offered / (time.monotonic() - t0)
-    offered += warm
-    # Every offered record on B (high watermarks count transaction markers too: the read-back decides).
-    last, since = -1, time.monotonic()
-    while True:
-        have = sum(end_offsets(boots["B"], remotes).values()) - before
-        if have != last:
-            last, since = have, time.monotonic()
-        if have >= offered and time.monotonic() - since > 2:
-            break
-        if time.monotonic() - since > stall_s:
-            break
-        time.sleep(1)
-    found = scan(boots["B"], remotes, latency_from=first_seq)
-    lat = sorted(found.latencies_ms)
-    out: dict[str, Any] = {
-        "offered": offered - warm,
-        "warmup_records": warm,
-        "warmup_commit_wait_ms": commit_wait_ms,
-        "rate": rate,
-        "offered_rate": round(offered_rate, 1),
-        "partitions": sum(topics.values()),
-        "seconds": seconds,
-        "on_target": found.latency_records,
-    }
-    if lat:
-        out.update(p50_ms=_pct(lat, 50), p99_ms=_pct(lat, 99), max_ms=lat[-1], mean_ms=round(statistics.fmean(lat), 1))
-    return out
+        commit_wait_ms = None
+        if warmup_committed:
+            waited = time.monotonic()
+            last, since = -1, time.monotonic()
+            while True:
+                have = sum(end_offsets(boots["B"], remotes, committed=True).values()) - before_committed
+                if have != last:
+                    last, since = have, time.monotonic()
+                if have >= warm:
+                    break
+                if time.monotonic() - since > max(stall_s, 240):
+                    raise RuntimeError(f"the warm-up was not committed on B ({have} of {warm} records)")
+                time.sleep(0.5)
+            commit_wait_ms = round((time.monotonic() - waited) * 1000)
+        first_seq = start + warm
+        t0 = time.monotonic()
+        offered = load(first_seq, seconds)
+        offered_rate = offered / (time.monotonic() - t0)
+        offered += warm
+        # Every offered record on B (high watermarks count transaction markers too: the read-back decides).
+        last, since = -1, time.monotonic()
+        while True:
+            have = sum(end_offsets(boots["B"], remotes).values()) - before
+            if have != last:
+                last, since = have, time.monotonic()
+            if have >= offered and time.monotonic() - since > 2:
+                break
+            if time.monotonic() - since > stall_s:
+                break
+            time.sleep(1)
+        found = scan(boots["B"], remotes, latency_from=first_seq)
+        lat = sorted(found.latencies_ms)
+        out: dict[str, Any] = {
+            "offered": offered - warm,
+            "warmup_records": warm,
+            "warmup_commit_wait_ms": commit_wait_ms,
+            "rate": rate,
+            "offered_rate": round(offered_rate, 1),
+            "partitions": sum(topics.values()),
+            "seconds": seconds,
+            "on_target": found.latency_records,
+        }
+        if lat:
+            out.update(
+                p50_ms=_pct(lat, 50), p99_ms=_pct(lat, 99), max_ms=lat[-1], mean_ms=round(statistics.fmean(lat), 1)
+            )
+        return out
+
+    finally:
+        if java is not None:
+            java.close()
 
 
 # -- one system ------------------------------------------------------------------

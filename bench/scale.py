@@ -57,7 +57,7 @@ import sys
 import tempfile
 import time
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -627,6 +627,20 @@ class JavaLoad:
             self._proc.wait()
 
 
+def _wait_until_b_holds(count: Callable[[], int], want: int, patience_s: float, failure: str) -> None:
+    """Poll ``count`` every 0.5 s until it reaches ``want``; fail with ``failure`` after ``patience_s`` of no growth."""
+    last, since = -1, time.monotonic()
+    while True:
+        have = count()
+        if have != last:
+            last, since = have, time.monotonic()
+        if have >= want:
+            return
+        if time.monotonic() - since > patience_s:
+            raise RuntimeError(f"{failure} ({have} of {want} records)")
+        time.sleep(0.5)
+
+
 def latency(
     boots: dict[str, str],
     topics: dict[str, int],
@@ -663,29 +677,16 @@ def latency(
         # A warm-up at the same rate, not measured, that B must hold before the measured load starts: the
         # system is running and past its first batches.
         warm = load(start, warmup_s)
-        last, since = -1, time.monotonic()
-        while True:
-            have = sum(end_offsets(boots["B"], remotes).values()) - before
-            if have != last:
-                last, since = have, time.monotonic()
-            if have >= warm:
-                break
-            if time.monotonic() - since > max(stall_s, 240):
-                raise RuntimeError(f"the warm-up load did not reach B ({have} of {warm} records)")
-            time.sleep(0.5)
+        patience = max(stall_s, 240)
+        _wait_until_b_holds(lambda: sum(end_offsets(boots["B"], remotes).values()) - before, warm, patience,
+                            "the warm-up load did not reach B")  # fmt: skip
         commit_wait_ms = None
         if warmup_committed:
             waited = time.monotonic()
-            last, since = -1, time.monotonic()
-            while True:
-                have = sum(end_offsets(boots["B"], remotes, committed=True).values()) - before_committed
-                if have != last:
-                    last, since = have, time.monotonic()
-                if have >= warm:
-                    break
-                if time.monotonic() - since > max(stall_s, 240):
-                    raise RuntimeError(f"the warm-up was not committed on B ({have} of {warm} records)")
-                time.sleep(0.5)
+            _wait_until_b_holds(
+                lambda: sum(end_offsets(boots["B"], remotes, committed=True).values()) - before_committed,
+                warm, patience, "the warm-up was not committed on B",
+            )  # fmt: skip
             commit_wait_ms = round((time.monotonic() - waited) * 1000)
         first_seq = start + warm
         t0 = time.monotonic()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, TopicPartition
 
 from source_messages import SourceMessage
 from sparkmirror.core.policy import DefaultReplicationPolicy
@@ -41,6 +41,13 @@ class Consumer:
 
     def seek(self, tp: object) -> None:
         self.calls.append(("seek", [(tp.topic, tp.partition, tp.offset)]))  # type: ignore[attr-defined]
+
+    def position(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        self.calls.append(("position", [(tp.topic, tp.partition) for tp in tps]))
+        return [TopicPartition(tp.topic, tp.partition, 50) for tp in tps]
+
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+        return 0, 60
 
 
 class Sink:
@@ -93,3 +100,23 @@ def test_a_paused_topics_partitions_are_paused_and_resumed_where_the_task_stands
     task._follow(consumer, Answer())  # type: ignore[arg-type]
     assert consumer.calls == [("resume", [("t", 0), ("t", 1)]), ("seek", [("t", 0, 5)]), ("seek", [("t", 1, 7)])]
     assert task.budget.rate is None and task.paused == set()
+
+
+def test_an_idle_partitions_positions_are_reported_once_then_only_when_the_consumer_hands_something() -> None:
+    """The first report has every partition's positions; later ones only those the consumer handed a
+    record or an event of (an idle task of 500 partitions does not ask for 500 positions a second);
+    the last report has every partition's again."""
+    task = StreamTask(PLAN, 0, [SourceRange("t", p, 0, 100) for p in range(3)])
+    task.next = {("t", 0): 10, ("t", 1): 20, ("t", 2): 30}
+    consumer = Consumer([])
+    first = task._positions(consumer)  # type: ignore[arg-type]
+    assert first == [("t", 0, 10, 60, 50), ("t", 1, 20, 60, 50), ("t", 2, 30, 60, 50)]
+    assert task._positions(consumer) == []  # type: ignore[arg-type]
+    consumer.msgs = [Msg("t", 1, 20), Msg("t", 2, 30, eof=True)]
+    task._read(consumer, Sink(), 0.1, 100)  # type: ignore[arg-type]
+    assert task._positions(consumer) == [("t", 1, 21, 60, 50), ("t", 2, 30, 60, 50)]  # type: ignore[arg-type]
+    assert task._positions(consumer) == []  # type: ignore[arg-type]
+    # paused, then resumed: their positions change meaning (a paused partition reports its next offset)
+    task._follow(consumer, Answer(paused=("t",)))  # type: ignore[arg-type]
+    assert [p[:3] for p in task._positions(consumer)] == [("t", 0, 10), ("t", 1, 21), ("t", 2, 30)]  # type: ignore[arg-type]
+    assert len(task._positions(consumer, final=True)) == 3  # type: ignore[arg-type]

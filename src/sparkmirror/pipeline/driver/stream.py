@@ -101,6 +101,8 @@ class StreamingCopy:
         self.positions: dict[tuple[str, int], tuple[int, int, int]] = {
             (r.topic, r.partition): (r.start, -1, r.start) for r in ranges
         }
+        #: Counts the reports that changed :attr:`positions` (what the flow's lag is computed from).
+        self.positions_version = 0
         token = secrets.token_hex(16)
         self.token = token
         self.server = report_server(spark, recorder.flow.spark.report_port)
@@ -223,11 +225,15 @@ class StreamingCopy:
             results = []
         with self._lock:
             self.reported.add(report.task)
+            # A task's reports carry the positions of the partitions it touched since its last (every
+            # one in its first and last): the others' stay as they were.
             for t, p, nxt, end, read in report.positions:
                 # The end never goes back: a consumer forgets a deleted topic's (-1), and that end is
                 # what tells whether its records were all mirrored (pipeline/driver/deletions.py).
                 seen = self.positions.get((t, p), (nxt, -1, read))[1]
                 self.positions[(t, p)] = (nxt, max(end, seen), read)
+            if report.positions:
+                self.positions_version += 1
             if self._error is None and results:
                 try:
                     self.recorder.record(results)

@@ -98,6 +98,9 @@ class StreamTask:
         #: The source's end of each partition as last seen by the consumer: kept, because the consumer
         #: forgets it once the topic is deleted, and that end is what proves a deleted topic was mirrored.
         self._ends: dict[PartitionKey, int] = {}
+        #: Partitions whose positions may have changed since they were last reported: every one at the
+        #: start, then those the consumer handed a record or an event of, or flow control paused or resumed.
+        self._touched: set[PartitionKey] = set(self.ranges)
 
     def run(self) -> list[PartitionResult]:
         from pyspark import TaskContext
@@ -213,7 +216,7 @@ class StreamTask:
             if beat:
                 next_report = now + _HEARTBEAT_S
             rows = [r.as_row() for r in results]
-            positions = self._positions(consumer) if beat or final else []
+            positions = self._positions(consumer, final=final) if beat or final else []
             copied, held = self._window()
             report = Report(
                 self.task, attempt, rows, positions, final=final,
@@ -283,6 +286,8 @@ class StreamTask:
             for t, p in go:
                 consumer.seek(TopicPartition(t, p, self.next[(t, p)]))
             log.info("flow=%s task %d resumed %d partitions", self.plan.flow, self.task, len(go))
+        self._touched.update(stop)
+        self._touched.update(go)
         self.paused = paused
 
     def _assign(self, consumer: Consumer) -> None:
@@ -311,6 +316,7 @@ class StreamTask:
             err = m.error()
             key: PartitionKey = (m.topic(), m.partition())  # type: ignore[assignment]
             if err is not None:
+                self._touched.add(key)  # a partition's end (its position past markers too)
                 r = self.ranges.get(key)
                 self._error(err, key, r)
                 # The partition's end, at or past the range's (a paused partition's skipped records may
@@ -322,6 +328,7 @@ class StreamTask:
             if run is None:
                 run = runs[key] = []
             run.append(m)
+        self._touched.update(runs)
         nbytes = records = 0
         for key, run in runs.items():
             r = self.ranges.get(key)
@@ -366,29 +373,33 @@ class StreamTask:
             )
         check_client_error(self.plan.flow, err, "the task is restarted")
 
-    def _positions(self, consumer: Consumer | None) -> list[tuple[str, int, int, int, int]]:
-        """Every assigned partition's next offset to copy, the source's end as the consumer last saw it
-        (-1: not seen yet), and how far the task has read it: the consumer's position, which passes
-        transaction markers and aborted records the task never sees (the next offset for a paused
-        partition, whose position may be past records it skipped)."""
+    def _positions(self, consumer: Consumer | None, *, final: bool = False) -> list[tuple[str, int, int, int, int]]:
+        """The next offset to copy, the source's end as the consumer last saw it (-1: not seen yet), and
+        how far the task has read it: the consumer's position, which passes transaction markers and
+        aborted records the task never sees (the next offset for a paused partition, whose position may
+        be past records it skipped); of every partition in the task's first and last report, else of
+        those touched since the last (the driver keeps the others': an idle partition's are unchanged,
+        since the consumer hands an event at each new end it reaches)."""
         from confluent_kafka import TopicPartition
 
+        keys = list(self.next) if final else [k for k in self.next if k in self._touched]
+        self._touched.clear()
         read: dict[PartitionKey, int] = {}
-        if consumer is not None:
+        if consumer is not None and keys:
             skip = self.paused | self.done
-            live = [TopicPartition(t, p) for (t, p) in self.next if (t, p) not in skip]
+            live = [TopicPartition(t, p) for (t, p) in keys if (t, p) not in skip]
             try:
                 for tp in consumer.position(live) if live else []:
                     if tp.error is None and tp.offset is not None and tp.offset >= 0:
                         read[(tp.topic, tp.partition)] = int(tp.offset)
             except Exception:  # noqa: BLE001 - positions without how far they were read are still worth reporting
                 read = {}
-        if consumer is not None:
-            self._note_ends(consumer, list(self.next))
-        return [
-            (t, p, nxt, self._ends.get((t, p), -1), max(nxt, read.get((t, p), nxt)))
-            for (t, p), nxt in self.next.items()
-        ]
+            self._note_ends(consumer, keys)
+        out = []
+        for t, p in keys:
+            nxt = self.next[(t, p)]
+            out.append((t, p, nxt, self._ends.get((t, p), -1), max(nxt, read.get((t, p), nxt))))
+        return out
 
     def _note_ends(self, consumer: Consumer, keys: list[PartitionKey]) -> None:
         """Keep the source's end of ``keys`` as the consumer saw it last (its cached high watermark: no

@@ -1,0 +1,163 @@
+"""CPU of an idle flow: a replicator caught up on many partitions, with nothing more to copy.
+
+Issue 27 asks that an idle flow use at most 2% of a core. The integration test
+(``tests/integration/test_streaming_engine.py``) checks a small flow's Python workers; this probe
+measures the whole system at the scale scenario's layout (200 topics x 5 partitions by default):
+it starts two dev clusters, puts one record in every partition, runs the system until B holds
+them all, lets it settle, then reads every process's CPU from ``/proc`` over ``--seconds``, by
+role:
+
+- ``driver``: sparkmirror's Python driver (and any helper it started that is not a JVM or worker),
+- ``jvm``: the system's JVM (Spark's driver and executors in ``local[*]``; MM2; the limit loop),
+- ``python_workers``: PySpark's worker daemon and workers (the copy tasks),
+- ``broker_A`` / ``broker_B``: what the idle system costs the brokers, against a quiet baseline
+  taken before the system starts.
+
+    .venv/bin/python bench/idle_flow.py [--system sparkmirror|mm2] [--topics 200 --partitions 5]
+        [--seconds 30] [--settle 20] [--prop KEY=VALUE ...] [--out FILE]
+
+Prints one JSON line; docs/performance.md ("An idle flow") has what it found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import replicators as rep  # noqa: E402
+import scale  # noqa: E402
+import workload as wl  # noqa: E402
+from sparkmirror.devcluster.cluster import DevClusters  # noqa: E402
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def role_of(cmd: str) -> str | None:
+    """Which part of the picture a process is, from its command line (None: not measured)."""
+    if "dev/A/broker" in cmd:
+        return "broker_A"
+    if "dev/B/broker" in cmd:
+        return "broker_B"
+    if "idle_flow" in cmd:
+        return None
+    if "pyspark.daemon" in cmd or "pyspark.worker" in cmd or "pyspark/daemon" in cmd:
+        return "python_workers"
+    if cmd.startswith("java") or "/bin/java" in cmd.split(" ", 1)[0]:
+        if any(s in cmd for s in ("SparkSubmit", "pyspark-shell", "MirrorMaker", "CopyLoop")):
+            return "jvm"
+        return None
+    if "sparkmirror" in cmd:
+        return "driver"
+    return None
+
+
+def cpu_by_role() -> dict[str, float]:
+    """CPU seconds so far (user + system, of live processes) per role."""
+    out: dict[str, float] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        role = role_of(cmd)
+        if role is not None:
+            out[role] = out.get(role, 0.0) + (int(stat[11]) + int(stat[12])) / _TICK
+    return out
+
+
+def window(seconds: float) -> dict[str, float]:
+    """Percent of one core per role over ``seconds`` of wall time."""
+    before, t0 = cpu_by_role(), time.monotonic()
+    time.sleep(seconds)
+    after, wall = cpu_by_role(), time.monotonic() - t0
+    return {k: round(100 * (after[k] - before.get(k, 0.0)) / wall, 2) for k in sorted(after)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--system", default="sparkmirror", choices=["sparkmirror", "sparkmirror-eos", "mm2"])
+    ap.add_argument("--topics", type=int, default=200)
+    ap.add_argument("--partitions", type=int, default=5, help="per topic")
+    ap.add_argument("--seconds", type=float, default=30, help="the measured idle window")
+    ap.add_argument("--settle", type=float, default=20, help="seconds after B holds every record, not measured")
+    ap.add_argument("--base-port", type=int, default=31300)
+    ap.add_argument("--prop", action="append", default=[], metavar="KEY=VALUE", help="sparkmirror: extra property")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--workdir", default="/tmp/sparkmirror-idle-flow")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    clusters = DevClusters(work / "dev")
+    boots = clusters.up(["A", "B"], base_port=args.base_port)
+    proc = None
+    try:
+        topics = {f"{scale.PREFIX}{i:03d}": args.partitions for i in range(args.topics)}
+        remotes = {rep.remote(t): n for t, n in topics.items()}
+        scale.create_topics(boots["A"], topics)
+        scale.create_topics(boots["B"], remotes)
+        producer = wl._producer(boots["A"])
+        now = int(time.time() * 1000)
+        for t in topics:
+            for p in range(args.partitions):
+                wl._produce(producer, t, key=b"k", value=b"v", partition=p, timestamp=now, headers=wl.HEADERS)
+        producer.flush(60)
+        quiet = window(5)  # the brokers with nothing running against them
+        # The chores at their defaults, as a user's flow runs them (the benchmark's other scenarios run
+        # checkpoints and status every 5 s to measure their freshness): MM2's 60 s checkpoints, 10 s status.
+        extra = {"sparkmirror.progress.interval.seconds": "10", **dict(p.split("=", 1) for p in args.prop)}
+        common = rep.Common(bootstraps=boots, partitions=args.partitions, linger_ms=10, batch_size=262144,
+                            compression="none", tasks_max=2, limit_threads=2, checkpoint_interval_s=60,
+                            sparkmirror_extra=extra)  # fmt: skip
+        jvm = rep.Jvm(work)
+        system: rep.Replicator
+        if args.system == "mm2":
+            system = rep.MirrorMaker2(common, jvm)
+        else:
+            system = rep.Sparkmirror(common, jvm, exactly_once=args.system == "sparkmirror-eos")
+        with open(work / "system.log", "w") as log:
+            proc = subprocess.Popen(system.command(work, f"{scale.PREFIX}.*", count=None), stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        want = sum(topics.values())
+        t0 = time.monotonic()
+        while sum(scale.end_offsets(boots["B"], remotes, committed=True).values()) < want:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{system.name} exited {proc.returncode}: see {work / 'system.log'}")
+            if time.monotonic() - t0 > 300:
+                raise RuntimeError(f"B does not hold every partition's record after 300 s: see {work / 'system.log'}")
+            time.sleep(1)
+        caught_up_s = round(time.monotonic() - t0, 1)
+        time.sleep(args.settle)
+        idle = window(args.seconds)
+        system_pct = round(sum(v for k, v in idle.items() if not k.startswith("broker")), 2)
+        out: dict[str, Any] = {
+            "system": system.name, "partitions": want, "seconds": args.seconds, "caught_up_s": caught_up_s,
+            "percent_of_a_core": idle, "system_percent_of_a_core": system_pct,
+            "brokers_quiet_percent_of_a_core": quiet, "props": args.prop,
+        }  # fmt: skip
+        print(json.dumps(out), flush=True)
+        if args.out:
+            Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    finally:
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        clusters.down()
+
+
+if __name__ == "__main__":
+    main()

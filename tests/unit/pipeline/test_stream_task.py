@@ -22,6 +22,7 @@ class Consumer:
         self.msgs = msgs
         self.unassigned: list[list[tuple[str, int]]] = []
         self.calls: list[tuple[str, list[tuple[object, ...]]]] = []
+        self.ends: dict[tuple[str, int], int] = {}
 
     def poll(self, _timeout: float) -> SourceMessage | None:
         return self.msgs.pop(0) if self.msgs else None
@@ -47,7 +48,7 @@ class Consumer:
         return [TopicPartition(tp.topic, tp.partition, 50) for tp in tps]
 
     def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
-        return 0, 60
+        return 0, self.ends.get((tp.topic, tp.partition), 60)
 
 
 class Sink:
@@ -104,8 +105,8 @@ def test_a_paused_topics_partitions_are_paused_and_resumed_where_the_task_stands
 
 def test_an_idle_partitions_positions_are_reported_once_then_only_when_the_consumer_hands_something() -> None:
     """The first report has every partition's positions; later ones only those the consumer handed a
-    record or an event of (an idle task of 500 partitions does not ask for 500 positions a second);
-    the last report has every partition's again."""
+    record or an event of (an idle task of 500 partitions does not ask for 500 positions a second),
+    except every ``_ALL_POSITIONS_S`` and in the last report."""
     task = StreamTask(PLAN, 0, [SourceRange("t", p, 0, 100) for p in range(3)])
     task.next = {("t", 0): 10, ("t", 1): 20, ("t", 2): 30}
     consumer = Consumer([])
@@ -119,4 +120,7 @@ def test_an_idle_partitions_positions_are_reported_once_then_only_when_the_consu
     # paused, then resumed: their positions change meaning (a paused partition reports its next offset)
     task._follow(consumer, Answer(paused=("t",)))  # type: ignore[arg-type]
     assert [p[:3] for p in task._positions(consumer)] == [("t", 0, 10), ("t", 1, 21), ("t", 2, 30)]  # type: ignore[arg-type]
-    assert len(task._positions(consumer, final=True)) == 3  # type: ignore[arg-type]
+    assert len(task._positions(consumer, every=True)) == 3  # type: ignore[arg-type]
+    # an end the consumer learnt without handing anything (records held in its queue, an open transaction)
+    consumer.ends[("t", 0)] = 70
+    assert task._positions(consumer) == [("t", 0, 10, 70, 10)]  # type: ignore[arg-type]

@@ -58,6 +58,9 @@ _IDLE_WAIT_S = 0.5
 _BUSY_WAIT_S = 0.05
 #: Seconds between two reports of an idle task: how soon it learns of a stop, and the driver of its lag.
 _HEARTBEAT_S = 1.0
+#: Seconds between two reports of every partition's positions (between them, a report has those the
+#: consumer touched or whose end rose): whatever else the driver holds is renewed this often.
+_ALL_POSITIONS_S = 10.0
 #: Seconds between two collections of the worker's heap while the collector is paused.
 _COLLECT_EVERY_S = 60.0
 #: Seconds between two checks of the task's source topic ids (a topic deleted and re-created under its
@@ -159,6 +162,7 @@ class StreamTask:
         next_collect = time.monotonic() + _COLLECT_EVERY_S
         next_ids = time.monotonic() + _TOPIC_IDS_EVERY_S
         next_report = 0.0  # a task reports (and learns of a stop) at least this often
+        next_all = 0.0  # every partition's positions at least this often
         handed = 0  # records handed to the sink since the last seal
         stopping = False
         finishing: Future[list[PartitionResult]] | None = None
@@ -216,7 +220,10 @@ class StreamTask:
             if beat:
                 next_report = now + _HEARTBEAT_S
             rows = [r.as_row() for r in results]
-            positions = self._positions(consumer, final=final) if beat or final else []
+            every = final or (beat and now >= next_all)
+            if every:
+                next_all = now + _ALL_POSITIONS_S
+            positions = self._positions(consumer, every=every) if beat or final else []
             copied, held = self._window()
             report = Report(
                 self.task, attempt, rows, positions, final=final,
@@ -373,16 +380,20 @@ class StreamTask:
             )
         check_client_error(self.plan.flow, err, "the task is restarted")
 
-    def _positions(self, consumer: Consumer | None, *, final: bool = False) -> list[tuple[str, int, int, int, int]]:
+    def _positions(self, consumer: Consumer | None, *, every: bool = False) -> list[tuple[str, int, int, int, int]]:
         """The next offset to copy, the source's end as the consumer last saw it (-1: not seen yet), and
         how far the task has read it: the consumer's position, which passes transaction markers and
         aborted records the task never sees (the next offset for a paused partition, whose position may
-        be past records it skipped); of every partition in the task's first and last report, else of
-        those touched since the last (the driver keeps the others': an idle partition's are unchanged,
-        since the consumer hands an event at each new end it reaches)."""
+        be past records it skipped); of ``every`` partition, else of those touched since the last report
+        and those whose end rose (every partition's end is looked at each time, in the consumer's cache:
+        an end it learnt without handing a record, while the task is throttled or a source transaction
+        is open, is reported as soon as before). The driver keeps the others': their positions have not
+        changed. The first report has every partition's (all are touched)."""
         from confluent_kafka import TopicPartition
 
-        keys = list(self.next) if final else [k for k in self.next if k in self._touched]
+        if consumer is not None:
+            self._touched.update(self._note_ends(consumer, list(self.next)))
+        keys = list(self.next) if every else [k for k in self.next if k in self._touched]
         self._touched.clear()
         read: dict[PartitionKey, int] = {}
         if consumer is not None and keys:
@@ -394,25 +405,28 @@ class StreamTask:
                         read[(tp.topic, tp.partition)] = int(tp.offset)
             except Exception:  # noqa: BLE001 - positions without how far they were read are still worth reporting
                 read = {}
-            self._note_ends(consumer, keys)
         out = []
         for t, p in keys:
             nxt = self.next[(t, p)]
             out.append((t, p, nxt, self._ends.get((t, p), -1), max(nxt, read.get((t, p), nxt))))
         return out
 
-    def _note_ends(self, consumer: Consumer, keys: list[PartitionKey]) -> None:
+    def _note_ends(self, consumer: Consumer, keys: list[PartitionKey]) -> list[PartitionKey]:
         """Keep the source's end of ``keys`` as the consumer saw it last (its cached high watermark: no
-        request); a partition whose end it no longer knows keeps the one seen before."""
+        request); a partition whose end it no longer knows keeps the one seen before. Returns the keys
+        whose kept end rose."""
         from confluent_kafka import TopicPartition
 
+        risen = []
         for t, p in keys:
             try:
                 _low, high = consumer.get_watermark_offsets(TopicPartition(t, p), cached=True)
             except Exception:  # noqa: BLE001 - an end unknown now: the one seen before stays
                 continue
-            if high is not None and high >= 0:
-                self._ends[(t, p)] = max(int(high), self._ends.get((t, p), -1))
+            if high is not None and high > self._ends.get((t, p), -1):
+                self._ends[(t, p)] = int(high)
+                risen.append((t, p))
+        return risen
 
 
 def check_client_error(flow: str, err: KafkaError, then: str) -> None:

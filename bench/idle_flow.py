@@ -8,7 +8,7 @@ them all, lets it settle, then reads every process's CPU from ``/proc`` over ``-
 role:
 
 - ``driver``: sparkmirror's Python driver (and any helper it started that is not a JVM or worker),
-- ``jvm``: the system's JVM (Spark's driver and executors in ``local[*]``; MM2; the limit loop),
+- ``jvm``: the system's JVMs (Spark's driver and executors in ``local[*]``; MM2; a JVM helper),
 - ``python_workers``: PySpark's worker daemon and workers (the copy tasks),
 - ``broker_A`` / ``broker_B``: what the idle system costs the brokers, against a quiet baseline
   taken before the system starts.
@@ -42,45 +42,54 @@ from sparkmirror.devcluster.cluster import DevClusters  # noqa: E402
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def role_of(cmd: str) -> str | None:
-    """Which part of the picture a process is, from its command line (None: not measured)."""
-    if "dev/A/broker" in cmd:
+def role_of(cmd: str, of_system: bool, dev: str) -> str | None:
+    """Which part of the picture a process is (None: not measured): a broker of this probe's clusters
+    (under ``dev``), or a process of the system under test (``of_system``: the command or a descendant)."""
+    if f"{dev}/A/broker" in cmd:
         return "broker_A"
-    if "dev/B/broker" in cmd:
+    if f"{dev}/B/broker" in cmd:
         return "broker_B"
-    if "idle_flow" in cmd:
+    if not of_system:
         return None
     if "pyspark.daemon" in cmd or "pyspark.worker" in cmd or "pyspark/daemon" in cmd:
         return "python_workers"
     if cmd.startswith("java") or "/bin/java" in cmd.split(" ", 1)[0]:
-        if any(s in cmd for s in ("SparkSubmit", "pyspark-shell", "MirrorMaker", "CopyLoop")):
-            return "jvm"
-        return None
-    if "sparkmirror" in cmd:
-        return "driver"
-    return None
+        return "jvm"  # Spark's JVM (driver and executors in local[*]), MM2, or a JVM helper of the system
+    return "driver"  # sparkmirror's Python driver and any helper it started
 
 
-def cpu_by_role() -> dict[str, float]:
-    """CPU seconds so far (user + system, of live processes) per role."""
-    out: dict[str, float] = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+def cpu_by_role(system: int | None, dev: str) -> dict[str, float]:
+    """CPU seconds so far (user + system, of live processes: one that exits in the window is not counted)
+    per role; ``system``: the pid of the system's command."""
+    procs: dict[int, tuple[str, list[str]]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        role = role_of(cmd)
+        procs[int(entry)] = (cmd, stat)
+
+    def of_system(pid: int) -> bool:
+        while system is not None and pid > 1 and pid in procs:
+            if pid == system:
+                return True
+            pid = int(procs[pid][1][1])  # the parent
+        return False
+
+    out: dict[str, float] = {}
+    for pid, (cmd, stat) in procs.items():
+        role = role_of(cmd, of_system(pid), dev)
         if role is not None:
             out[role] = out.get(role, 0.0) + (int(stat[11]) + int(stat[12])) / _TICK
     return out
 
 
-def window(seconds: float) -> dict[str, float]:
+def window(seconds: float, system: int | None, dev: str) -> dict[str, float]:
     """Percent of one core per role over ``seconds`` of wall time."""
-    before, t0 = cpu_by_role(), time.monotonic()
+    before, t0 = cpu_by_role(system, dev), time.monotonic()
     time.sleep(seconds)
-    after, wall = cpu_by_role(), time.monotonic() - t0
+    after, wall = cpu_by_role(system, dev), time.monotonic() - t0
     return {k: round(100 * (after[k] - before.get(k, 0.0)) / wall, 2) for k in sorted(after)}
 
 
@@ -100,9 +109,10 @@ def main() -> None:
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     clusters = DevClusters(work / "dev")
-    boots = clusters.up(["A", "B"], base_port=args.base_port)
+    dev = str(work / "dev")
     proc = None
     try:
+        boots = clusters.up(["A", "B"], base_port=args.base_port)
         topics = {f"{scale.PREFIX}{i:03d}": args.partitions for i in range(args.topics)}
         remotes = {rep.remote(t): n for t, n in topics.items()}
         scale.create_topics(boots["A"], topics)
@@ -113,7 +123,7 @@ def main() -> None:
             for p in range(args.partitions):
                 wl._produce(producer, t, key=b"k", value=b"v", partition=p, timestamp=now, headers=wl.HEADERS)
         producer.flush(60)
-        quiet = window(5)  # the brokers with nothing running against them
+        quiet = window(5, None, dev)  # the brokers with nothing running against them
         # The chores at their defaults, as a user's flow runs them (the benchmark's other scenarios run
         # checkpoints and status every 5 s to measure their freshness): MM2's 60 s checkpoints, 10 s status.
         extra = {"sparkmirror.progress.interval.seconds": "10", **dict(p.split("=", 1) for p in args.prop)}
@@ -139,7 +149,7 @@ def main() -> None:
             time.sleep(1)
         caught_up_s = round(time.monotonic() - t0, 1)
         time.sleep(args.settle)
-        idle = window(args.seconds)
+        idle = window(args.seconds, proc.pid, dev)
         system_pct = round(sum(v for k, v in idle.items() if not k.startswith("broker")), 2)
         out: dict[str, Any] = {
             "system": system.name, "partitions": want, "seconds": args.seconds, "caught_up_s": caught_up_s,
@@ -150,13 +160,15 @@ def main() -> None:
         if args.out:
             Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     finally:
-        if proc is not None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-        clusters.down()
+        try:
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+        finally:
+            clusters.down()
 
 
 if __name__ == "__main__":

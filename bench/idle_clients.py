@@ -1,0 +1,133 @@
+"""What an idle copy task's Kafka clients cost on their own: librdkafka producers, the reader, the admin.
+
+`bench/idle_flow.py` measures a whole idle flow; this probe takes the clients of one task of the
+scale layout (500 partitions, 32 producers) apart, in one process against one dev broker, with
+nothing to copy: one 20 s window of this process's CPU (percent of one core) per step, each step
+adding a client to the ones before:
+
+- ``clients``: 32 idle idempotent producers (each wrote one record to its 16 partitions first);
+  then with the task's reader of 500 partitions at ``fetch.wait.max.ms`` 500, then 1,000; then an
+  admin client describing the 100 topics every 5 s (the task's topic-id check); then that admin idle.
+- ``producers``: 32 producers alone, idempotent, plain, and idempotent with sparse connections.
+
+    .venv/bin/python bench/idle_clients.py [clients|producers] [--base-port 31300]
+
+One JSON line per step; docs/performance.md ("An idle flow of 1,000 partitions") has what it found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import scale  # noqa: E402
+from sparkmirror.devcluster.cluster import DevClusters  # noqa: E402
+
+TOPICS = {f"{scale.PREFIX}{i:03d}": 5 for i in range(100)}
+
+
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def measure(label: str, seconds: float = 20, step: Callable[[], None] | None = None) -> None:
+    """Percent of one core this process used over ``seconds``, calling ``step`` (or sleeping 0.5 s) in a loop."""
+    c0, t0 = cpu(), time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        if step is not None:
+            step()
+        else:
+            time.sleep(0.5)
+    print(json.dumps({label: round(100 * (cpu() - c0) / (time.monotonic() - t0), 3)}), flush=True)
+
+
+def producers(boot: str, extra: dict[str, Any]) -> list[Any]:
+    """32 producers, each having written one record to each of its 16 partitions (as a task's)."""
+    from confluent_kafka import Producer
+
+    out = []
+    for i in range(32):
+        p = Producer({"bootstrap.servers": boot, "acks": "all", "linger.ms": 10, "enable.idempotence": True, **extra})
+        for j in range(16):
+            k = i * 16 + j
+            p.produce(f"{scale.PREFIX}{k // 5:03d}", b"x", partition=k % 5)
+        p.flush(30)
+        out.append(p)
+    time.sleep(3)
+    return out
+
+
+def clients(boot: str) -> None:
+    from confluent_kafka import Consumer, TopicCollection, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    measure("nothing", 10)
+    kept = producers(boot, {})
+    measure("32 idle producers")
+    for wait in ("500", "1000"):
+        c = Consumer({"bootstrap.servers": boot, "group.id": f"idle-clients-{wait}", "enable.auto.commit": False,
+                      "isolation.level": "read_committed", "enable.partition.eof": True,
+                      "fetch.wait.max.ms": wait, "max.partition.fetch.bytes": "10485760"})  # fmt: skip
+        c.assign([TopicPartition(t, p, 0) for t, n in TOPICS.items() for p in range(n)])
+        while c.poll(2) is not None:
+            pass
+
+        def read(c: Consumer = c) -> None:
+            c.poll(0.5)
+
+        measure(f"32 producers + consumer of 500 partitions, fetch.wait.max.ms {wait}", step=read)
+        c.close()
+    admin = AdminClient({"bootstrap.servers": boot})
+    due = [0.0]
+
+    def check() -> None:
+        now = time.monotonic()
+        if now >= due[0]:
+            due[0] = now + 5
+            for f in admin.describe_topics(TopicCollection(sorted(TOPICS)), request_timeout=30).values():
+                f.result()
+        time.sleep(0.5)
+
+    measure("32 producers + admin describing 100 topics every 5 s", step=check)
+    measure("32 producers + idle admin")
+    del kept
+
+
+def producer_variants(boot: str) -> None:
+    for label, extra in [
+        ("32 idempotent producers", {}),
+        ("32 plain producers", {"enable.idempotence": False}),
+        ("32 idempotent producers, enable.sparse.connections", {"enable.sparse.connections": True}),
+    ]:
+        kept = producers(boot, extra)
+        measure(label)
+        del kept
+        time.sleep(2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", nargs="?", default="clients", choices=["clients", "producers"])
+    ap.add_argument("--base-port", type=int, default=31300)
+    ap.add_argument("--workdir", default="/tmp/sparkmirror-idle-clients")
+    args = ap.parse_args()
+    cluster = DevClusters(Path(args.workdir) / "dev")
+    try:
+        boot = cluster.up(["A"], base_port=args.base_port)["A"]
+        scale.create_topics(boot, TOPICS)
+        (clients if args.what == "clients" else producer_variants)(boot)
+    finally:
+        cluster.down()
+
+
+if __name__ == "__main__":
+    main()

@@ -25,7 +25,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -161,12 +160,7 @@ def main() -> None:
             Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     finally:
         try:
-            if proc is not None and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
+            rep.stop_system(proc)
         finally:
             clusters.down()
 

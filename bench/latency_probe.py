@@ -24,7 +24,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -159,13 +158,10 @@ def main() -> None:
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     finally:
-        if proc is not None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-        clusters.down()
+        try:
+            rep.stop_system(proc)
+        finally:
+            clusters.down()
 
 
 if __name__ == "__main__":

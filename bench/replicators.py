@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from abc import ABC, abstractmethod
@@ -291,6 +292,22 @@ class Sparkmirror(Replicator):
             raise RuntimeError(f"sparkmirror offsets translate failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
         report = json.loads(proc.stdout)
         return {p["partition"]: p["target_offset"] for p in report["partitions"] if p["source_topic"] == topic}
+
+
+def stop_system(proc: subprocess.Popen[bytes] | None) -> None:
+    """Stop a system started in a session of its own (``start_new_session``): SIGTERM to its process
+    group, SIGKILL a minute later if it is still there; nothing if it already exited."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    except ProcessLookupError:
+        pass
 
 
 def all_replicators(common: Common, jvm: Jvm) -> list[Replicator]:

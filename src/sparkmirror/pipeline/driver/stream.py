@@ -225,8 +225,8 @@ class StreamingCopy:
             results = []
         with self._lock:
             self.reported.add(report.task)
-            # A task's reports carry the positions of the partitions it touched since its last (every
-            # one in its first and last): the others' stay as they were.
+            # A task's report carries the positions that may have changed since its last (every
+            # partition's in its first and last, and every 10 s): the others' stay as they were.
             for t, p, nxt, end, read in report.positions:
                 # The end never goes back: a consumer forgets a deleted topic's (-1), and that end is
                 # what tells whether its records were all mirrored (pipeline/driver/deletions.py).

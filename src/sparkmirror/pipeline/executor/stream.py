@@ -102,7 +102,8 @@ class StreamTask:
         #: forgets it once the topic is deleted, and that end is what proves a deleted topic was mirrored.
         self._ends: dict[PartitionKey, int] = {}
         #: Partitions whose positions may have changed since they were last reported: every one at the
-        #: start, then those the consumer handed a record or an event of, or flow control paused or resumed.
+        #: start, then those the consumer handed a record or an event of, whose end rose, or that flow
+        #: control paused or resumed.
         self._touched: set[PartitionKey] = set(self.ranges)
 
     def run(self) -> list[PartitionResult]:
@@ -204,7 +205,7 @@ class StreamTask:
             ended = len(self.done) == len(self.ranges)
             if finishing is None and (now >= next_commit or handed >= most or stopping or ended):
                 sealed = sink.seal()
-                self._note_ends(consumer, [(w.topic, w.partition) for w in sealed])
+                self._touched.update(self._note_ends(consumer, [(w.topic, w.partition) for w in sealed]))
                 handed = 0
                 next_commit = now + interval_s
                 if sealed and beside:

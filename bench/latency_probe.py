@@ -151,6 +151,7 @@ def main() -> None:
                 "cpu_s": {k: round(cpu1.get(k, 0) - cpu0.get(k, 0), 1) for k in sorted(cpu1)},
                 "copy_p99_by_second": [pct(v, 99) for _s, v in sorted(by_second.items())],
                 "props": args.prop, "generator": args.generator, "warmup_s": args.warmup,
+                "copying_before_load_s": lat.get("copying_before_load_s"),
                 "generator_producers": args.generator_producers,
             }  # fmt: skip
             print(json.dumps(out), flush=True)

@@ -360,7 +360,12 @@ class FlowConfig(_Frozen):
     """MM2's (Connect worker's) exactly-once switch, read globally, per target cluster
     (``B.exactly.once.source.support``) or per flow; ``enabled`` makes the flow exactly-once."""
     emit_offset_syncs_enabled: bool = Field(default=True, alias="emit.offset-syncs.enabled")
-    """Also write MM2-format offset syncs (one per offset-map segment) for tools that read them."""
+    """Also write MM2-format offset syncs for tools that read them (where each run of 1:1 offsets
+    begins, and every ``offset.lag.max`` records along it)."""
+    offset_lag_max: int = Field(default=100, ge=0, alias="offset.lag.max")
+    """MM2's: a partition's offset sync is written again once the copy is this many records past the
+    last one (fewer are written at most 10 s later). Only the MM2-format syncs follow it: sparkmirror's
+    own translation is exact whatever it is."""
     offset_syncs_topic_location: Literal["source", "target"] = Field(
         default="source", alias="offset-syncs.topic.location"
     )

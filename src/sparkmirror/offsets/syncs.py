@@ -1,11 +1,12 @@
 """MM2's offset syncs, written beside the offset map for tools that read them.
 
 sparkmirror translates from its own offset map (:mod:`sparkmirror.offsets.store`); with
-``emit.offset-syncs.enabled`` (on by default, as in MM2) it also writes one MM2 OffsetSync per
-offset-map segment start, where a run of 1:1 offsets begins, to
+``emit.offset-syncs.enabled`` (on by default, as in MM2) it also writes MM2 OffsetSyncs to
 ``mm2-offset-syncs.<target alias>.internal``, so that Kafka's own tools and an MM2 taking over
-find syncs in the layout they read. The topic is kept on the source or on the target cluster as
-``offset-syncs.topic.location`` says (MM2's default: the source).
+find syncs in the layout they read: where each run of 1:1 offsets begins, and every
+``offset.lag.max`` records along it, as MM2 does (:mod:`sparkmirror.core.offsetsyncs` decides
+which). The topic is kept on the source or on the target cluster as ``offset-syncs.topic.location``
+says (MM2's default: the source).
 
 What it must never do: hold up the data. Syncs are produced without waiting for them; only
 :meth:`OffsetSyncWriter.close` flushes. Nothing in sparkmirror reads them back.
@@ -14,11 +15,14 @@ What it must never do: hold up the data. Syncs are produced without waiting for 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sparkmirror.core.formats import OffsetSync
 from sparkmirror.core.offsetmap import Segment
+from sparkmirror.core.offsetsyncs import OffsetSyncRule
 from sparkmirror.kafka.flowclients import FlowClients
 from sparkmirror.kafka.internal import COMPACTED, ensure_topic
 
@@ -26,6 +30,10 @@ if TYPE_CHECKING:
     from confluent_kafka import Producer
 
 log = logging.getLogger(__name__)
+
+#: Longest a sync held back by ``offset.lag.max`` waits to be written (MM2 writes its held ones when it
+#: commits, every ``offset.flush.interval.ms``): an MM2 taking over translates from it.
+HELD_SYNCS_FLUSH_S = 10.0
 
 
 class OffsetSyncWriter:
@@ -39,6 +47,8 @@ class OffsetSyncWriter:
         self.topic = flow.policy.offset_syncs_topic(flow.target)
         self.on_source = flow.offset_syncs_topic_location == "source"
         self._producer: Producer | None = None
+        self._rule = OffsetSyncRule(flow.offset_lag_max, HELD_SYNCS_FLUSH_S)
+        self._lock = threading.Lock()  # tasks' reports (emit) and the flow's end (close)
 
     def ensure_topic(self) -> None:
         if not self.enabled:
@@ -53,20 +63,28 @@ class OffsetSyncWriter:
         )
 
     def emit(self, segments: Sequence[Segment]) -> None:
-        """One MM2 OffsetSync per segment start: where a run of 1:1 offsets begins."""
+        """The syncs these segments call for (:class:`~sparkmirror.core.offsetsyncs.OffsetSyncRule`)."""
         if not self.enabled or not segments:
+            return
+        with self._lock:
+            self._produce(self._rule.syncs(segments, time.monotonic()))
+
+    def _produce(self, syncs: Sequence[OffsetSync]) -> None:
+        if not syncs:
             return
         if self._producer is None:
             from sparkmirror.kafka.factory import new_producer
 
             conf = self.clients.source_producer if self.on_source else self.clients.internal_producer
             self._producer = new_producer({**conf, "linger.ms": "5"})
-        for seg in segments:
-            sync = OffsetSync(seg.topic, seg.partition, seg.upstream_start, seg.downstream_start)
+        for sync in syncs:
             self._producer.produce(self.topic, key=sync.key_bytes(), value=sync.value_bytes())
         self._producer.poll(0)
 
     def close(self) -> None:
-        if self._producer is not None and self._producer.flush(10):
-            log.warning("flow=%s records for %s were not delivered before shutdown", self.flow.name, self.topic)
-        self._producer = None  # the last reference: librdkafka destroys it now
+        with self._lock:
+            if self.enabled:
+                self._produce(self._rule.release())  # the held ones: an MM2 taking over starts from them
+            if self._producer is not None and self._producer.flush(10):
+                log.warning("flow=%s records for %s were not delivered before shutdown", self.flow.name, self.topic)
+            self._producer = None  # the last reference: librdkafka destroys it now

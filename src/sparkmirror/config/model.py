@@ -364,8 +364,8 @@ class FlowConfig(_Frozen):
     begins, and every ``offset.lag.max`` records along it)."""
     offset_lag_max: int = Field(default=100, ge=0, alias="offset.lag.max")
     """MM2's: a partition's offset sync is written again once the copy is this many records past the
-    last one (fewer are written at most 10 s later). Only the MM2-format syncs follow it: sparkmirror's
-    own translation is exact whatever it is."""
+    last one (a newer pair is written at most 60 s later, as MM2 writes its held ones). Only the
+    MM2-format syncs follow it: sparkmirror's own translation is exact whatever it is."""
     offset_syncs_topic_location: Literal["source", "target"] = Field(
         default="source", alias="offset-syncs.topic.location"
     )

@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Longest a sync held back by ``offset.lag.max`` waits to be written (MM2 writes its held ones when it
-#: commits, every ``offset.flush.interval.ms``): an MM2 taking over translates from it.
-HELD_SYNCS_FLUSH_S = 10.0
+#: Longest a sync held back by ``offset.lag.max`` waits to be written: MM2 writes its held ones when its
+#: task commits, every ``offset.flush.interval.ms`` (60 s by default). The flow's stop writes them all.
+HELD_SYNCS_FLUSH_S = 60.0
 
 
 class OffsetSyncWriter:

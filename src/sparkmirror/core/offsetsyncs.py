@@ -83,7 +83,8 @@ class OffsetSyncRule:
         return out
 
     def release(self) -> list[OffsetSync]:
-        """Every held pair, to write now (a flush, or the writer's close)."""
+        """Every held pair, to write now (a flush, or the writer's close). Each then counts as its
+        partition's last sync (MM2 does not count its held ones so, and writes a few more)."""
         held = list(self._held.values())
         for sync in held:
             self._synced[(sync.topic, sync.partition)] = sync.downstream_offset

@@ -48,7 +48,8 @@ class OffsetSyncWriter:
         self.on_source = flow.offset_syncs_topic_location == "source"
         self._producer: Producer | None = None
         self._rule = OffsetSyncRule(flow.offset_lag_max, HELD_SYNCS_FLUSH_S)
-        self._lock = threading.Lock()  # tasks' reports (emit) and the flow's end (close)
+        self._lock = threading.Lock()  # tasks' reports (emit), the chores (tick) and the flow's end (close)
+        self._closed = False
 
     def ensure_topic(self) -> None:
         if not self.enabled:
@@ -63,11 +64,23 @@ class OffsetSyncWriter:
         )
 
     def emit(self, segments: Sequence[Segment]) -> None:
-        """The syncs these segments call for (:class:`~sparkmirror.core.offsetsyncs.OffsetSyncRule`)."""
-        if not self.enabled or not segments:
+        """The syncs these segments call for (:class:`~sparkmirror.core.offsetsyncs.OffsetSyncRule`),
+        and the held ones that have waited long enough. A report recorded after :meth:`close` (a task's
+        last, racing the flow's end) holds nothing back: its syncs are written and flushed at once."""
+        if not self.enabled:
             return
         with self._lock:
-            self._produce(self._rule.syncs(segments, time.monotonic()))
+            syncs = self._rule.syncs(segments, time.monotonic())
+            if self._closed:
+                syncs += self._rule.release()
+            self._produce(syncs)
+            if self._closed and self._producer is not None:
+                self._producer.flush(10)
+
+    def tick(self) -> None:
+        """The held syncs that have waited long enough, with no new segment (the flow's chores call it:
+        a partition whose records stopped still gets its newest pair written, as MM2's commit does)."""
+        self.emit(())
 
     def _produce(self, syncs: Sequence[OffsetSync]) -> None:
         if not syncs:
@@ -83,8 +96,13 @@ class OffsetSyncWriter:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if self.enabled:
-                self._produce(self._rule.release())  # the held ones: an MM2 taking over starts from them
+                try:
+                    self._produce(self._rule.release())  # the held ones: an MM2 taking over starts from them
+                except Exception as exc:  # noqa: BLE001 - the rest of the flow's shutdown goes on
+                    log.warning("flow=%s the last offset syncs were not written to %s: %s", self.flow.name,
+                                self.topic, exc)  # fmt: skip
             if self._producer is not None and self._producer.flush(10):
                 log.warning("flow=%s records for %s were not delivered before shutdown", self.flow.name, self.topic)
             self._producer = None  # the last reference: librdkafka destroys it now

@@ -626,6 +626,7 @@ class Flow:
             self._follow(changed)
         if self.copy_job is not None and self.throttle.in_effect != self._reported_control:
             self.report("running")  # paused (or running again) as soon as every task follows it
+        self.syncs.tick()  # held offset syncs of partitions that went quiet
         self.scheduler.run_due()
 
     # -- the copy -----------------------------------------------------------

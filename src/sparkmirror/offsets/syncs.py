@@ -9,7 +9,8 @@ which). The topic is kept on the source or on the target cluster as ``offset-syn
 says (MM2's default: the source).
 
 What it must never do: hold up the data. Syncs are produced without waiting for them; only
-:meth:`OffsetSyncWriter.close` flushes. Nothing in sparkmirror reads them back.
+:meth:`OffsetSyncWriter.close` flushes (and a report recorded after it, a task's last racing the flow's
+end). Nothing in sparkmirror reads them back.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class OffsetSyncWriter:
             self._produce(syncs)
             if self._closed and self._producer is not None:
                 self._producer.flush(10)
+                self._producer = None  # as close() leaves it
 
     def tick(self) -> None:
         """The held syncs that have waited long enough, with no new segment (the flow's chores call it:

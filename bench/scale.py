@@ -711,13 +711,16 @@ def latency(
         # writes to its fresh topics (the kernel zero-fills each new index file at its first page fault:
         # seconds of B's time at 1,000 partitions; docs/performance.md, "The stall at the load's start").
         patience = max(stall_s, 240)
-        copying = _FirstGrowth(lambda: sum(end_offsets(boots["B"], remotes).values()), before)
+
+        def on_b() -> int:
+            return sum(end_offsets(boots["B"], remotes).values())
+
+        copying = _FirstGrowth(on_b, before)
         warm, phase_s = 0, warmup_s
         try:
             while True:
                 warm += load(start + warm, phase_s)
-                _wait_until_b_holds(lambda: sum(end_offsets(boots["B"], remotes).values()) - before, warm,
-                                    patience, "the warm-up load did not reach B")  # fmt: skip
+                _wait_until_b_holds(lambda: on_b() - before, warm, patience, "the warm-up load did not reach B")
                 copied_s = copying.seconds()
                 if copied_s + 1 >= warmup_s:  # a second short of it is not worth another phase
                     break
@@ -740,7 +743,7 @@ def latency(
         # Every offered record on B (high watermarks count transaction markers too: the read-back decides).
         last, since = -1, time.monotonic()
         while True:
-            have = sum(end_offsets(boots["B"], remotes).values()) - before
+            have = on_b() - before
             if have != last:
                 last, since = have, time.monotonic()
             if have >= offered and time.monotonic() - since > 2:

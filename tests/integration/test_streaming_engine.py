@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -243,6 +244,62 @@ def _cpu_seconds(pids: Iterable[int]) -> float:
             continue
         total += int(fields[11]) + int(fields[12])
     return total / tick
+
+
+def _librdkafka_threads(pids: Iterable[int]) -> int:
+    """Threads of librdkafka clients (named ``rdk:...``) in these processes."""
+    n = 0
+    for pid in pids:
+        try:
+            n += sum(1 for t in Path(f"/proc/{pid}/task").iterdir() if (t / "comm").read_text().startswith("rdk:"))
+        except OSError:
+            continue
+    return n
+
+
+def test_idle_producers_are_closed_and_made_again_at_the_next_record(bootstraps, spark, tmp_path: Path) -> None:
+    """At least once, a producer whose partitions had no record for ``sparkmirror.producer.idle.close.ms`` is
+    closed (its librdkafka threads end), all but the first; their next records go through new producers,
+    each partition's in order, once each, the offset map and the progress continuing."""
+    topic = unique("restprod")
+    create_topics(bootstraps["A"], {topic: 4})
+    extra = PRODUCER_PER_PARTITION + "sparkmirror.producer.idle.close.ms = 2000\n"
+    cfg = _config(bootstraps, tmp_path, topic, extra)
+    sent: dict[int, list[Rec]] = {p: [] for p in range(4)}
+    # The workers' librdkafka threads, sampled all along: a producer's live at least 2 s after its records.
+    samples: list[int] = []
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.wait(0.05):
+            samples.append(_librdkafka_threads(_pyspark_workers()))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    lows, highs = [], []
+    try:
+        with running_mirror(cfg):
+            for round_ in range(2):
+                first = len(samples)
+                for p in sent:
+                    recs = _records(p, 25, first=len(sent[p]))
+                    produce(bootstraps["A"], topic, p, recs)
+                    sent[p] += recs
+                wait_for(
+                    lambda: all(_count(bootstraps["B"], f"A.{topic}", p) == len(sent[p]) for p in sent),
+                    timeout_s=60,
+                    what=f"round {round_} on B",
+                )
+                highs.append(max(samples[first:]))
+                time.sleep(5)  # idle: the producers rest
+                lows.append(samples[-1])
+    finally:
+        sampling.set()
+        sampler.join()
+    # Two tasks (local[2]) of two partitions, each writing with two producers: the second of each rests
+    # when idle and is made again by the next round (a producer has 3 threads or more).
+    assert all(high - low >= 6 for high, low in zip(highs, lows, strict=True)), (highs, lows)
+    _check_copied(bootstraps, cfg, topic, sent)
 
 
 def test_an_idle_streaming_flow_does_not_spin(bootstraps, spark, tmp_path: Path) -> None:

@@ -190,6 +190,11 @@ class SparkSettings(_Frozen):
     behind the other partitions' requests; more producers are more connections to the target
     (docs/performance.md, "Latency at 1,000 partitions"). Exactly once, each transaction group is a
     producer (``sparkmirror.exactly.once.transactions``)."""
+    producer_idle_close_ms: int = Field(default=30_000, ge=0, alias="sparkmirror.producer.idle.close.ms")
+    """Streaming engine, at least once: a task closes a producer none of whose partitions had a record
+    for this long (not its first, which writes the offset map), and makes it again at their next record,
+    which then waits for a new producer id (0: never close). Idle producers were most of an idle flow's
+    CPU at 1,000 partitions (docs/performance.md, "An idle flow of 1,000 partitions")."""
     batch_max_records: int = Field(default=2_000_000, ge=1, alias="sparkmirror.batch.max.records")
     """A copy task commits sooner than ``sparkmirror.commit.interval.ms`` once it has handed this many
     records to its producers since its last commit (at least once, half of it: two intervals may be

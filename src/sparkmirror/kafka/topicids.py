@@ -30,8 +30,9 @@ class TopicRecreated(SparkMirrorError):
     exit_code = 7
 
 
-def source_topic_ids(admin: object, topics: Iterable[str]) -> dict[str, str]:
-    """``{topic: topic id}`` of the source topics that exist (``admin``: a confluent-kafka AdminClient)."""
+def source_topic_ids(admin: object, topics: Iterable[str], *, timeout_s: float = 30) -> dict[str, str]:
+    """``{topic: topic id}`` of the source topics that exist (``admin``: a confluent-kafka AdminClient);
+    waits at most ``timeout_s`` for the answer."""
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AdminClient
 
@@ -40,7 +41,7 @@ def source_topic_ids(admin: object, topics: Iterable[str]) -> dict[str, str]:
     if not names:
         return {}
     futures = retry_kafka(
-        lambda: admin.describe_topics(TopicCollection(names), request_timeout=30), what="describe source topics"
+        lambda: admin.describe_topics(TopicCollection(names), request_timeout=timeout_s), what="describe source topics"
     )
     out: dict[str, str] = {}
     for name, fut in futures.items():

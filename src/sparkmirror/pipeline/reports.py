@@ -113,9 +113,16 @@ class Answer:
     paused: tuple[str, ...] = ()
     #: Which change of the flow control this is (the task reports it back once it follows it).
     version: int = 0
+    #: Source topics deleted and re-created since the job began, as (topic, its id then, its id now): a
+    #: task copying one of them fails at once (the driver's check: ``Flow._watch_topic_ids``).
+    recreated: tuple[tuple[str, str, str], ...] = ()
 
     def to_json(self) -> bytes:
-        body = {"stop": self.stop, "rate": self.rate, "paused": list(self.paused), "version": self.version}
+        body: dict[str, object] = {
+            "stop": self.stop, "rate": self.rate, "paused": list(self.paused), "version": self.version
+        }  # fmt: skip
+        if self.recreated:
+            body["recreated"] = [list(r) for r in self.recreated]
         return json.dumps(body, separators=(",", ":")).encode() + b"\n"
 
     @classmethod
@@ -127,6 +134,7 @@ class Answer:
             rate=None if rate is None else float(rate),
             paused=tuple(str(t) for t in body.get("paused") or ()),
             version=int(body.get("version") or 0),
+            recreated=tuple((str(t), str(was), str(now)) for t, was, now in body.get("recreated") or ()),
         )
 
 

@@ -66,6 +66,17 @@ class FakeProducer:
     def abort_transaction(self, _timeout: float) -> None:
         self.calls.append(("abort",))
 
+    #: Records it holds not yet reported (a fake acknowledges at once: none, unless a test says so).
+    held = 0
+    closed = False
+
+    def __len__(self) -> int:
+        return self.held
+
+    def close(self) -> bool:
+        self.closed = True
+        return True
+
 
 class FakeConsumer:
     def consumer_group_metadata(self) -> object:
@@ -303,3 +314,53 @@ def test_at_least_once_a_task_of_many_partitions_deals_them_among_its_producers(
     ]
     # One segment per partition, through the first producer; then the progress of all five at once.
     assert made[0].ends[("map", 0)] == 5 and sorted(committed) == [("A.t", q, 16) for q in range(5)]
+
+
+def test_at_least_once_idle_producers_rest_and_their_next_record_makes_them_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between intervals, a producer none of whose partitions had a record for the idle time is closed,
+    except the first (it writes the segments) and one still holding records; a rested partition's next
+    record goes through a new producer of the same slot, and the partitions keep their slots."""
+    made: dict[int, list[FakeProducer]] = {}
+
+    def producer(plan: WritePlan, slot: int = 0) -> FakeProducer:
+        return made.setdefault(slot, [FakeProducer(f"#{slot}")])[-1]
+
+    monkeypatch.setattr(clients, "producer", producer)
+    monkeypatch.setattr(clients, "progress_consumer", lambda plan: _CommittingConsumer())
+    plan = dataclasses.replace(_plan(0), exactly_once=False, partitions_per_producer=1)
+    partitions = [("t", p) for p in range(3)]
+    sink = Sink(plan, commit.commit_for(plan, len(partitions)))
+    sink.open(partitions)
+    for key in partitions:
+        sink.write(key, messages(*key, range(10, 13)))
+    with pytest.raises(AssertionError):
+        sink.rest_idle(0.0)  # records written since the last seal: not between intervals
+    _finish(sink)
+    assert sink.rest_idle(60.0) == 0  # every producer had records just now
+    made[2][0].held = 1  # slot 2 still holds a record: it keeps its producer
+    assert sink.rest_idle(0.0) == 1
+    first, second, third = made[0][0], made[1][0], made[2][0]
+    assert not first.closed and second.closed and not third.closed
+    assert sink.parts[("t", 1)].producer is None
+    made[1].append(FakeProducer("#1 again"))  # the cache's next producer of slot 1
+    sink.write(("t", 1), messages("t", 1, range(13, 15)))
+    results = _finish(sink)
+    again = made[1][-1]
+    assert sink.parts[("t", 1)].producer is again and again.ends[("A.t", 1)] == 2
+    assert [(r.partition, r.records) for r in results] == [(1, 2)]
+    assert ("A.t", 1) not in first.ends and ("A.t", 1) not in third.ends
+
+
+def test_a_transactional_producer_never_rests(producers: dict[str, list[Any]]) -> None:
+    plan = _plan(0)
+    sink = _write(plan, [("t", 0), ("t", 1)])
+    _finish(sink)
+    assert sink.rest_idle(0.0) == 0
+    assert all(not p.closed for ps in producers.values() for p in ps)
+
+
+class _CommittingConsumer(FakeConsumer):
+    def commit(self, offsets: list[Any], asynchronous: bool) -> None:
+        pass

@@ -138,3 +138,14 @@ def test_reports_merged_add_up_their_windows() -> None:
     b = Report(0, 0, copied_bytes=5, window_s=0.5, held_s=0.0, final=True)
     m = merge([a, b])
     assert (m.copied_bytes, m.window_s, m.held_s, m.final) == (15, 1.5, 0.5, True)
+
+
+def test_a_recreated_topic_in_an_answer_reaches_the_task(server: ReportServer) -> None:
+    """The driver's finding of a topic deleted and re-created goes with every answer: (topic, id then, id now)."""
+    recreated = (("orders", "id-old", "id-new"),)
+    server.register("t", lambda report: Answer(recreated=recreated))
+    client = ReportClient(server.address, "t")
+    client.send(Report(0, 0))
+    client.close()
+    assert client.answer.recreated == recreated
+    assert Answer.from_json(Answer().to_json()).recreated == ()

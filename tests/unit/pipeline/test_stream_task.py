@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
 from source_messages import SourceMessage
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.ranges import SourceRange
+from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.stream import StreamTask
 from sparkmirror.pipeline.reports import Answer
@@ -124,3 +126,17 @@ def test_an_idle_partitions_positions_are_reported_once_then_only_when_the_consu
     # an end the consumer learnt without handing anything (records held in its queue, an open transaction)
     consumer.ends[("t", 0)] = 70
     assert task._positions(consumer) == [("t", 0, 10, 70, 10)]  # type: ignore[arg-type]
+
+
+def test_a_task_fails_at_the_answer_that_says_one_of_its_topics_was_recreated() -> None:
+    """The driver checks the source topic ids while the tasks run; an answer naming a topic of this task's
+    fails it before it reads more (naming the topic and both ids); another task's topic does not."""
+    task = StreamTask(PLAN, 0, [SourceRange("t", 0, 0, 100), SourceRange("u", 0, 0, 100)])
+    task.next = {("t", 0): 5, ("u", 0): 0}
+    consumer = Consumer([])
+    task._follow(consumer, Answer(recreated=(("other", "id-1", "id-2"),)))  # type: ignore[arg-type]
+    with pytest.raises(WriteError) as raised:
+        task._follow(consumer, Answer(recreated=(("other", "id-1", "id-2"), ("u", "id-3", "id-4"))))  # type: ignore[arg-type]
+    text = str(raised.value)
+    assert "source topic u was deleted and re-created" in text and "id-3" in text and "id-4" in text
+    assert "other" not in text and raised.value.retriable

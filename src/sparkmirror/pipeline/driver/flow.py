@@ -85,6 +85,11 @@ TX_LAYOUTS = "exactly-once layout record"
 #: How often the record of the exactly-once layout in use is renewed (offsets expire after days).
 _RENEW_LAYOUTS_S = 3600
 OFFSET_MAP_FOLD = "offset map fold"
+TOPIC_IDS = "source topic ids"
+#: How often the driver looks for a source topic deleted and re-created under its name while the copy
+#: runs (its tasks stop copying it at their next answer), and how long one look may wait for the source.
+TOPIC_IDS_EVERY_S = 5.0
+_TOPIC_IDS_WAIT_S = 5.0
 
 #: How often the driver folds the offset map's new segments into chains. Between two folds a
 #: partition gains one segment per exactly-once commit interval that wrote to it, and those are what
@@ -589,6 +594,7 @@ class Flow:
         if flow.exactly_once:
             s.every(TX_LAYOUTS, _RENEW_LAYOUTS_S, self._renew_layouts, when=running)
         s.every(OFFSET_MAP_FOLD, FOLD_INTERVAL_S, self._fold_offset_map)
+        s.every(TOPIC_IDS, TOPIC_IDS_EVERY_S, self._watch_topic_ids, when=running)
 
     def _report_running(self) -> None:
         self.report("running")
@@ -607,6 +613,30 @@ class Flow:
 
     def _running(self) -> bool:
         return self.copy_job is not None
+
+    def _watch_topic_ids(self) -> None:
+        """A source topic deleted and re-created under its name since the copy began is another topic: its
+        tasks are told at their next answer and fail before they copy more of it; their restart finds it
+        and the flow stops (exit 7, ``run --reset-topic``). One request for the flow's topics (each task
+        used to ask for its own, an idle cost per task: docs/performance.md). A look that fails is tried
+        at the next turn."""
+        job = self.copy_job
+        if job is None or job.recreated or not job.plan.topic_ids:
+            return
+        expected = job.plan.topic_ids
+        try:
+            current = source_topic_ids(self.clients.source_admin, expected, timeout_s=_TOPIC_IDS_WAIT_S)
+        except Exception as exc:  # noqa: BLE001 - the source is unreachable: the tasks' reads say so
+            log.info("flow=%s source topic ids not checked this turn: %s", self.flow.name, exc)
+            return
+        changed = {t: (tid, current[t]) for t, tid in expected.items() if current.get(t, tid) != tid}
+        if changed:
+            log.error(
+                "flow=%s source topic %s deleted and re-created while the copy ran; its tasks stop copying it",
+                self.flow.name,
+                ", ".join(sorted(changed)),
+            )
+            job.topics_recreated(changed)
 
     def poll(self) -> None:
         """While the copy runs: its lag, and the chores that are due."""
@@ -670,6 +700,7 @@ class Flow:
             commit_interval_ms=flow.spark.commit_interval_ms,
             interval_max_records=flow.spark.batch_max_records,
             partitions_per_producer=flow.spark.partitions_per_producer,
+            producer_idle_close_ms=flow.spark.producer_idle_close_ms,
             tails=self.store.tails(),
             # Each job's producers are new (the previous job's, fenced by them, may still be cached).
             producer_generation=uuid.uuid4().hex,

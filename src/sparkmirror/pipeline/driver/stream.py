@@ -115,6 +115,9 @@ class StreamingCopy:
         self.throttle.tasks(range(len(self.groups)))
         self.group_id = f"sparkmirror-stream-{self.flow}-{secrets.token_hex(4)}"
         self.started = time.monotonic()
+        #: Source topics deleted and re-created since the job began, as the driver found them
+        #: (:meth:`topics_recreated`): every answer from then on tells the tasks.
+        self.recreated: tuple[tuple[str, str, str], ...] = ()
         #: Tasks that have reported at least once; one that never does waits for a task slot.
         self.reported: set[int] = set()
         self._slow_start_said = False
@@ -168,6 +171,12 @@ class StreamingCopy:
             len(parts),
             ", ".join(parts[:5]) + (" …" if len(parts) > 5 else ""),
         )
+
+    def topics_recreated(self, changed: dict[str, tuple[str, str]]) -> None:
+        """``{topic: (id the job began with, id now)}``: the tasks copying these topics fail at their next
+        answer, before they copy more of them (a re-created topic's offsets are not the old one's)."""
+        if changed:
+            self.recreated = tuple(sorted((t, was, now) for t, (was, now) in changed.items()))
 
     def stop(self) -> None:
         """Tell every task to stop after its current interval; cancel what has not stopped in time."""
@@ -246,4 +255,5 @@ class StreamingCopy:
                 self.recorder.metrics.batch(results, interval, time.time())
             except Exception as exc:  # noqa: BLE001 - metrics must not fail the copy
                 log.warning("flow=%s metrics of task %d not counted: %s", self.flow, report.task, exc)
-        return self.throttle.answer(report, self._stop.is_set())
+        answer = self.throttle.answer(report, self._stop.is_set())
+        return dataclasses.replace(answer, recreated=self.recreated) if self.recreated else answer

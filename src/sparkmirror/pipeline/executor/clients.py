@@ -120,11 +120,11 @@ def source_consumer(plan: WritePlan) -> Consumer:
 
 
 def source_admin(plan: WritePlan) -> AdminClient:
-    """The worker's admin client on the flow's source (a task checks its topics' ids with it)."""
+    """A new admin client on the flow's source, not cached: a task checks its topics' ids with it once,
+    at its start (an idle admin client wakes every second; the driver checks while the tasks run)."""
     from sparkmirror.kafka.factory import new_admin
 
-    conf = dict(plan.source_admin_config)
-    return _cached(_key("source-admin", plan.flow, "", conf), lambda: new_admin(conf))
+    return new_admin(dict(plan.source_admin_config))
 
 
 def discard_producer(producer: Producer) -> None:

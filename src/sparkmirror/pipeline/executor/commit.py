@@ -85,23 +85,45 @@ class AtLeastOnce:
     (served holding :attr:`serving`), never for a producer to be empty.
 
     A task of many partitions writes with ``producers`` producers, its partitions dealt out among them
-    in turn, each partition to one for good (its records stay in order): librdkafka sends one partition
-    per produce request, so one producer's partitions queue behind each other.
+    in turn, each partition to one slot for good (its records stay in order): librdkafka sends one
+    partition per produce request, so one producer's partitions queue behind each other. A slot whose
+    partitions went quiet rests (:meth:`rest`): its producer is closed, and the slot's next record
+    makes a new one (an idle librdkafka producer wakes its threads every second: 32 of them cost an idle
+    task about half a percent of a core, docs/performance.md).
     """
 
     def __init__(self, plan: WritePlan, producers: int = 1) -> None:
         self.plan = plan
-        self.producers = [clients.producer(plan, slot) for slot in range(max(1, producers))]
-        #: Offset-map segments and dead-lettered records go through the first.
-        self.producer = self.producers[0]
-        self._slots: dict[PartitionKey, Producer] = {}
+        #: Offset-map segments and dead-lettered records go through the first, which never rests.
+        self.producer = clients.producer(plan, 0)
+        #: Each slot's producer; ``None`` while the slot rests.
+        self.producers: list[Producer | None] = [self.producer]
+        self.producers += [clients.producer(plan, slot) for slot in range(1, producers)]
+        self._slots: dict[PartitionKey, int] = {}
         self.serving = threading.Lock()
 
     def producer_for(self, partition: PartitionKey) -> Producer:
-        producer = self._slots.get(partition)
-        if producer is None:
-            producer = self._slots[partition] = self.producers[len(self._slots) % len(self.producers)]
+        slot = self._slots.get(partition)
+        if slot is None:
+            slot = self._slots[partition] = len(self._slots) % len(self.producers)
+        producer = self.producers[slot]
+        if producer is None:  # the slot rested: its partition's next record makes it again
+            producer = self.producers[slot] = clients.producer(self.plan, slot)
         return producer
+
+    def rest(self, producer: Producer) -> bool:
+        """Close an idle producer, if it holds nothing (no record queued, in flight or unreported) and is
+        not the first (which writes the segments). The sink calls it only between intervals, with nothing
+        finishing. True if it was closed."""
+        if producer is self.producer or len(producer):
+            return False
+        slot = next((i for i, p in enumerate(self.producers) if p is producer), None)
+        if slot is None:
+            return False
+        self.producers[slot] = None
+        clients.forget(producer)
+        producer.close()
+        return True
 
     def begin(self, w: PartitionWrite) -> None:
         w.begun = True
@@ -110,7 +132,8 @@ class AtLeastOnce:
         # A producer that failed mid-way may hold undelivered records for the retried task to
         # duplicate needlessly; the retry starts afresh.
         for producer in self.producers:
-            clients.discard_producer(producer)
+            if producer is not None:
+                clients.discard_producer(producer)
 
     def open(self, parts: Sequence[PartitionWrite]) -> None:
         progress = committed_progress(self.plan, [(w.remote, w.partition) for w in parts])
@@ -125,7 +148,7 @@ class AtLeastOnce:
         for w in parts:  # every sealed partition, whichever producer wrote it
             by_producer.setdefault(id(w.producer), []).append(w)
         for written in by_producer.values():
-            await_acks(written[0].producer, plan, written, self.serving)
+            await_acks(written[0].writer, plan, written, self.serving)
         if settle_record_failures(self.producer, plan, parts, self.serving):
             return  # a refusal: the driver stops the flow; no progress past it
         finish_segments(plan, parts)
@@ -242,8 +265,8 @@ class Transactional:
     def begin(self, w: PartitionWrite) -> None:
         tid = self.plan.transactional_id(w.topic, w.partition)
         if tid not in self.open_tx:
-            w.producer.begin_transaction()
-            self.open_tx[tid] = w.producer
+            w.writer.begin_transaction()
+            self.open_tx[tid] = w.writer
         w.begun = True
 
     def finish(self, parts: Sequence[PartitionWrite]) -> None:
@@ -369,6 +392,12 @@ class Transactional:
                 ),
                 terminal=False,
             ) from None
+
+    def rest(self, producer: Producer) -> bool:
+        """A transactional producer never rests: made again, its ``init_transactions`` would fence whichever
+        attempt holds its id by then, and this task's floors would be stale (an idle flow exactly once
+        keeps one producer per transaction group, 16 at 1,000 partitions on this host's default)."""
+        return False
 
     def release(self) -> None:
         """Nothing open (the streaming task's end): forget the task's producers; closed when unreferenced."""

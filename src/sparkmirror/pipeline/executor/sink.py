@@ -120,11 +120,12 @@ class PartitionWrite:
         "segments",
     )
 
-    def __init__(self, topic: str, remote: str, partition: int, producer: Producer, limit: int | None) -> None:
+    def __init__(self, topic: str, remote: str, partition: int, producer: Producer | None, limit: int | None) -> None:
         self.topic = topic
         self.remote = remote
         self.partition = partition
-        self.producer = producer
+        #: ``None`` while its producer rests (:meth:`Sink.rest_idle`): its next record gets one again.
+        self.producer: Producer | None = producer
         #: max.message.bytes of the remote topic (None: unknown).
         self.limit = limit
         #: Records below this upstream offset are already on the target (the progress read when the task opened it).
@@ -161,6 +162,12 @@ class PartitionWrite:
     @property
     def records(self) -> int:
         return len(self.sent) + self.local_refusals
+
+    @property
+    def writer(self) -> Producer:
+        """The producer of a partition written to (one with records never rests)."""
+        assert self.producer is not None, f"{self.topic}[{self.partition}] has no producer"
+        return self.producer
 
     @property
     def first_target(self) -> int:
@@ -254,6 +261,10 @@ class Commit(Protocol):
     def abandon(self, parts: Sequence[PartitionWrite]) -> None:
         """After a failure: leave nothing half-written behind (abort, forget failed clients)."""
 
+    def rest(self, producer: Producer) -> bool:
+        """Close an idle producer holding nothing, if the commit allows it (True: closed); the next
+        :meth:`producer_for` of its partitions makes it again."""
+
 
 class Sink:
     """Writes one task's records to the target; :meth:`seal` ends an interval, :meth:`finish` makes it
@@ -264,6 +275,9 @@ class Sink:
         self.commit = commit
         self.parts: dict[PartitionKey, PartitionWrite] = {}
         self._producers: list[Producer] = []
+        #: When each producer (by ``id``) last had an interval's records, or was first looked at by
+        #: :meth:`rest_idle` (monotonic s).
+        self._used: dict[int, float] = {}
         #: Partitions written since the last :meth:`seal` (each begun once an interval).
         self._begun = 0
         #: Records handed to producers in the streaming engine's earlier intervals (the test hook counts them).
@@ -278,13 +292,11 @@ class Sink:
                 continue
             topic, partition = key
             remote = self.plan.remote_topic(topic)
-            w = PartitionWrite(
-                topic, remote, partition, self.commit.producer_for(key), self.plan.max_record_bytes.get(remote)
-            )
+            producer = self.commit.producer_for(key)
+            w = PartitionWrite(topic, remote, partition, producer, self.plan.max_record_bytes.get(remote))
             self.parts[key] = w
             new.append(w)
-            if not any(p is w.producer for p in self._producers):
-                self._producers.append(w.producer)
+            self._add(producer)
         if new:
             self.commit.open(new)
         return {key: w.floor for key, w in self.parts.items()}
@@ -304,6 +316,9 @@ class Sink:
         limit = w.limit
         quick = (limit if limit is not None else 0) - _BATCH_OVERHEAD - _RECORD_OVERHEAD
         producer = w.producer
+        if producer is None:  # it rested: the partition's first record since makes it again
+            producer = w.producer = self.commit.producer_for(key)
+            self._add(producer)
         produce = producer.produce
         on_delivery = w.delivered
         remote = w.remote
@@ -383,7 +398,7 @@ class Sink:
     def _produce_when_room(self, w: PartitionWrite, record: Record) -> bool:
         """:meth:`write`'s record once the producer's full queue takes it; False if it was refused."""
         offset, key, value, ts, headers = record
-        producer = w.producer
+        producer = w.writer
 
         def produce() -> None:
             w.sent.append(offset)  # before the producer has it, as in :meth:`write`
@@ -431,7 +446,7 @@ class Sink:
         if name == "_STATE" and self.plan.exactly_once:
             # The transaction is in error: a record the target refused, whose delivery report may not
             # have been served yet, is the cause; that refusal stops the flow (refused_in_transaction).
-            self._serve(w.producer)
+            self._serve(w.writer)
             group = [p for p in self.parts.values() if p.producer is w.producer]
             if refused_in_transaction(self.plan, group):
                 raise WriteError(next(p.refusal for p in group if p.refusal), terminal=True) from None
@@ -450,7 +465,9 @@ class Sink:
         """
         sealed = [w for w in self.parts.values() if w.begun]
         self._begun = 0
+        now = time.monotonic()
         for w in sealed:
+            self._used[id(w.producer)] = now
             self._written_before += len(w.sent)
             fresh = PartitionWrite(w.topic, w.remote, w.partition, w.producer, w.limit)
             fresh.floor = w.floor
@@ -475,6 +492,29 @@ class Sink:
                 last = w.segments[-1]
                 self.plan.tails[(w.topic, w.partition)] = (last.upstream_start, last.downstream_start, last.count)
         return results
+
+    def rest_idle(self, idle_s: float) -> int:
+        """Close the producers none of whose partitions had a record for ``idle_s`` seconds, where the
+        commit allows it (:meth:`Commit.rest`); returns how many. Only between intervals: nothing
+        written since the last :meth:`seal` and no interval finishing, so every record a producer took
+        was acknowledged and reported."""
+        assert not self.written
+        now = time.monotonic()
+        # A producer not yet looked at is idle from now on (no clock read where one is added: the hot path).
+        rested = [
+            p for p in self._producers if now - self._used.setdefault(id(p), now) >= idle_s and self.commit.rest(p)
+        ]
+        for producer in rested:
+            self._producers.remove(producer)
+            del self._used[id(producer)]
+            for w in self.parts.values():
+                if w.producer is producer:
+                    w.producer = None
+        return len(rested)
+
+    def _add(self, producer: Producer) -> None:
+        if not any(p is producer for p in self._producers):
+            self._producers.append(producer)
 
     @property
     def written(self) -> bool:
@@ -519,7 +559,8 @@ class Sink:
         written = self._written_before + sum(len(w.sent) for w in self.parts.values())
         if ctx is not None and ctx.attemptNumber() == 0 and written >= self.plan.test_fail_after_records:
             for w in self.parts.values():
-                w.producer.flush(30)
+                if w.producer is not None:
+                    w.producer.flush(30)
             raise RuntimeError(f"injected task failure after {written} records (test hook)")
 
 

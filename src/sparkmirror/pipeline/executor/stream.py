@@ -63,9 +63,6 @@ _HEARTBEAT_S = 1.0
 _ALL_POSITIONS_S = 10.0
 #: Seconds between two collections of the worker's heap while the collector is paused.
 _COLLECT_EVERY_S = 60.0
-#: Seconds between two checks of the task's source topic ids (a topic deleted and re-created under its
-#: name is another topic: its offsets are not the old one's continuation).
-_TOPIC_IDS_EVERY_S = 5.0
 
 
 def stream_partitions(
@@ -161,7 +158,6 @@ class StreamTask:
         most = max(1, plan.interval_max_records // 2 if beside else plan.interval_max_records)
         next_commit = time.monotonic() + interval_s
         next_collect = time.monotonic() + _COLLECT_EVERY_S
-        next_ids = time.monotonic() + _TOPIC_IDS_EVERY_S
         next_report = 0.0  # a task reports (and learns of a stop) at least this often
         next_all = 0.0  # every partition's positions at least this often
         handed = 0  # records handed to the sink since the last seal
@@ -237,34 +233,43 @@ class StreamTask:
                 sink.release()
                 return results
             channel.post(report)
-            if now >= next_ids:
-                next_ids = now + _TOPIC_IDS_EVERY_S
-                self._check_topic_ids()
+            if plan.producer_idle_close_ms and finishing is None and not sink.written:  # all reported
+                rested = sink.rest_idle(plan.producer_idle_close_ms / 1000)
+                if rested:
+                    log.debug("flow=%s task %d: %d idle producers closed", plan.flow, self.task, rested)
             if now >= next_collect:
                 next_collect = now + _COLLECT_EVERY_S
                 gc.collect()
 
     def _check_topic_ids(self) -> None:
-        """Fail the task when a source topic now has another id than the job began with (deleted and
-        re-created): its records are not the old topic's continuation. Every retry fails here before it
-        reads, so the job fails and the flow's restart stops it (exit 7, ``run --reset-topic``). A topic
-        that is gone (not re-created) is the driver's to find; a failed check is tried at the next turn."""
+        """Before the first read: fail the task when a source topic now has another id than the job began
+        with (deleted and re-created): its records are not the old topic's continuation. Every retry fails
+        here before it reads, so the job fails and the flow's restart stops it (exit 7, ``run
+        --reset-topic``). A topic that is gone (not re-created) is the driver's to find, and so is a topic
+        re-created while the task runs (its answers say so: :meth:`_follow`). If the source does not
+        answer, the reads say so."""
         from sparkmirror.kafka.topicids import source_topic_ids
 
         expected = {t: self.plan.topic_ids[t] for t, _p in self.ranges if t in self.plan.topic_ids}
         if not expected:
             return
         try:
+            # An admin client for this look only: an idle one wakes every second for the task's life.
             current = source_topic_ids(clients.source_admin(self.plan), expected)
-        except Exception as exc:  # noqa: BLE001 - the source is unreachable: the reads say so; checked again
-            log.info("flow=%s task %d: source topic ids not checked this turn: %s", self.plan.flow, self.task, exc)
+        except Exception as exc:  # noqa: BLE001 - the source is unreachable: the reads say so
+            log.info("flow=%s task %d: source topic ids not checked: %s", self.plan.flow, self.task, exc)
             return
-        changed = sorted(t for t, tid in expected.items() if current.get(t, tid) != tid)
+        self._fail_if_recreated([(t, tid, current[t]) for t, tid in expected.items() if current.get(t, tid) != tid])
+
+    def _fail_if_recreated(self, recreated: Iterable[tuple[str, str, str]]) -> None:
+        """Fail the task if one of its source topics is among ``recreated`` ((topic, id then, id now))."""
+        mine = {t for t, _p in self.ranges}
+        changed = sorted(r for r in recreated if r[0] in mine)
         if changed:
             raise WriteError(
-                f"flow={self.plan.flow} source topic {', '.join(changed)} was deleted and re-created while the "
-                f"copy ran (topic id was {', '.join(expected[t] for t in changed)}, is now "
-                f"{', '.join(current[t] for t in changed)}): nothing more of it is copied; the flow stops at "
+                f"flow={self.plan.flow} source topic {', '.join(t for t, _w, _n in changed)} was deleted and "
+                f"re-created while the copy ran (topic id was {', '.join(w for _t, w, _n in changed)}, is now "
+                f"{', '.join(n for _t, _w, n in changed)}): nothing more of it is copied; the flow stops at "
                 "its restart",
                 terminal=False,
             )
@@ -277,9 +282,11 @@ class StreamTask:
         return copied, held
 
     def _follow(self, consumer: Consumer, answer: Answer) -> None:
-        """The driver's flow control: the byte rate from now on, and which partitions not to read."""
+        """The driver's flow control: the byte rate from now on, and which partitions not to read; and
+        whether one of the task's topics was deleted and re-created (the task fails)."""
         from confluent_kafka import TopicPartition
 
+        self._fail_if_recreated(answer.recreated)
         self._control_version = answer.version
         self.budget.set_rate(answer.rate, time.monotonic())
         topics = set(answer.paused)

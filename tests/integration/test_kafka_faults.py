@@ -175,8 +175,9 @@ def test_a_source_topic_recreated_while_the_flow_runs_is_never_copied_as_its_con
     bootstraps, spark, tmp_path: Path
 ) -> None:
     """The new topic's records at offsets past what was mirrored of the old one are not appended as if
-    they followed it: the running copy finds the new topic id (the driver's look every few seconds, not
-    the topic refresh, whose interval here is longer than the test) and the flow stops (exit 7)."""
+    they followed it: the running copy finds the new topic id and the flow stops (exit 7). Here the
+    deletion fails the task's reads first and its retry's check finds the new id (the topic refresh's
+    interval is longer than the test)."""
     topic, ts, cfg = _old_topic(bootstraps, tmp_path, "recreated-live", "refresh.topics.interval.seconds = 600\n")
     mirror = Mirror(cfg)
     ended: list[BaseException] = []
@@ -201,5 +202,42 @@ def test_a_source_topic_recreated_while_the_flow_runs_is_never_copied_as_its_con
     assert not thread.is_alive()
     assert len(ended) == 1 and isinstance(ended[0], TopicRecreatedError), ended
     assert ended[0].exit_code == 7
+    values = [r.value for r in read_partition(bootstraps["B"], f"A.{topic}", 0)]
+    assert values == [f"old-{i}".encode() for i in range(30)], values[25:40]
+
+
+def test_a_paused_source_topic_recreated_while_the_flow_runs_is_found_by_the_driver(
+    bootstraps, spark, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A paused topic is not fetched, so its deletion fails no read: the driver's look at the flow's topic
+    ids finds the new id while the copy runs, tells the tasks, and the flow stops (exit 7) without
+    copying the new topic's records, before any resume."""
+    topic, ts, cfg = _old_topic(bootstraps, tmp_path, "recreated-paused", "refresh.topics.interval.seconds = 600\n")
+    mirror = Mirror(cfg)
+    ended: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            mirror.run()
+        except BaseException as exc:  # noqa: BLE001 - the flow's error ends the run: kept for the asserts
+            ended.append(exc)
+
+    caplog.set_level(logging.INFO, logger="sparkmirror")
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: end_offsets(bootstraps["B"], f"A.{topic}").get(0) == 30, timeout_s=120, what="the old records")
+        done = run_cli("pause", str(tmp_path / "mm2.properties"), "--topics", topic)
+        assert done.returncode == 0, done.stdout + done.stderr
+        time.sleep(3)  # the tasks follow the pause at their next answer
+        _recreate(bootstraps["A"], topic)
+        produce(bootstraps["A"], topic, 0, [Rec(b"k", f"new-{i}".encode(), (), ts) for i in range(100)])
+        thread.join(120)
+    finally:
+        mirror.request_stop()
+        thread.join(60)
+    assert not thread.is_alive()
+    assert len(ended) == 1 and isinstance(ended[0], TopicRecreatedError), ended
+    assert f"source topic {topic} deleted and re-created while the copy ran; its tasks stop copying it" in caplog.text
     values = [r.value for r in read_partition(bootstraps["B"], f"A.{topic}", 0)]
     assert values == [f"old-{i}".encode() for i in range(30)], values[25:40]

@@ -30,7 +30,7 @@ _TRANSIENT = re.compile(
 )
 
 
-def close_within(close: Callable[[], None], seconds: float, what: str) -> bool:
+def close_within(close: Callable[[], object], seconds: float, what: str) -> bool:
     """Run a client's ``close`` in a thread of its own and wait at most ``seconds``; False if it is
     still waiting, left behind. After brokers were lost librdkafka's close (and destroy) can wait on
     a coordinator or a broker thread for minutes, or for ever (librdkafka #4519); a stop must not.

@@ -30,26 +30,43 @@ class TopicRecreated(SparkMirrorError):
     exit_code = 7
 
 
-def source_topic_ids(admin: object, topics: Iterable[str], *, timeout_s: float = 30) -> dict[str, str]:
+def source_topic_ids(admin: object, topics: Iterable[str]) -> dict[str, str]:
     """``{topic: topic id}`` of the source topics that exist (``admin``: a confluent-kafka AdminClient);
-    waits at most ``timeout_s`` for the answer."""
-    from confluent_kafka import TopicCollection
-    from confluent_kafka.admin import AdminClient
+    waits for the answer (at most 30 s)."""
+    look = retry_kafka(lambda: TopicIdLook(admin, topics, timeout_s=30), what="describe source topics")
+    return look.ids(wait=True)[0]
 
-    assert isinstance(admin, AdminClient)
-    names = sorted(set(topics))
-    if not names:
-        return {}
-    futures = retry_kafka(
-        lambda: admin.describe_topics(TopicCollection(names), request_timeout=timeout_s), what="describe source topics"
-    )
-    out: dict[str, str] = {}
-    for name, fut in futures.items():
-        try:
-            out[name] = str(fut.result().topic_id)
-        except Exception as exc:  # noqa: BLE001 - a topic deleted meanwhile is not re-created (yet)
-            log.debug("describe %s: %s", name, exc)
-    return out
+
+class TopicIdLook:
+    """One look at source topics' ids, asked at once and read when answered: a caller that must not
+    wait (the driver's loop, shared by every flow, while the source does not answer) reads it at a
+    later turn, once :meth:`done`."""
+
+    def __init__(self, admin: object, topics: Iterable[str], *, timeout_s: float) -> None:
+        from confluent_kafka import TopicCollection
+        from confluent_kafka.admin import AdminClient
+
+        assert isinstance(admin, AdminClient)
+        names = sorted(set(topics))
+        self.futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s) if names else {}
+
+    def done(self) -> bool:
+        return all(f.done() for f in self.futures.values())
+
+    def ids(self, *, wait: bool = False) -> tuple[dict[str, str], dict[str, str]]:
+        """``({topic: id}, {topic: why not})`` of the topics answered (``wait``: of all, waiting for them);
+        a topic deleted meanwhile is among the second."""
+        out: dict[str, str] = {}
+        failed: dict[str, str] = {}
+        for name, fut in self.futures.items():
+            if not wait and not fut.done():
+                continue
+            try:
+                out[name] = str(fut.result().topic_id)
+            except Exception as exc:  # noqa: BLE001 - a topic deleted meanwhile is not re-created (yet)
+                log.debug("describe %s: %s", name, exc)
+                failed[name] = str(exc)
+        return out, failed
 
 
 class TopicIds:

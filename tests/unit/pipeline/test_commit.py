@@ -319,38 +319,56 @@ def test_at_least_once_a_task_of_many_partitions_deals_them_among_its_producers(
 def test_at_least_once_idle_producers_rest_and_their_next_record_makes_them_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Between intervals, a producer none of whose partitions had a record for the idle time is closed,
-    except the first (it writes the segments) and one still holding records; a rested partition's next
-    record goes through a new producer of the same slot, and the partitions keep their slots."""
-    made: dict[int, list[FakeProducer]] = {}
+    """Between intervals, a producer none of whose partitions had a record for the idle time is closed and
+    leaves the worker's client cache, except the first (it writes the segments) and one still holding
+    records; a rested partition's next record goes through a new producer of the same slot, and the
+    partitions keep their slots. While an interval is unfinished (its reports may be served in another
+    thread) nothing rests."""
+    made: dict[str, list[FakeProducer]] = {}
 
-    def producer(plan: WritePlan, slot: int = 0) -> FakeProducer:
-        return made.setdefault(slot, [FakeProducer(f"#{slot}")])[-1]
+    def new_producer(conf: dict[str, str]) -> FakeProducer:
+        p = FakeProducer(f"#{len(made)}")
+        made.setdefault(conf["client.id"], []).append(p)
+        return p
 
-    monkeypatch.setattr(clients, "producer", producer)
+    clock = [1000.0]
+    monkeypatch.setattr(sink_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(clients, "_CLIENTS", {})
+    monkeypatch.setattr("sparkmirror.kafka.factory.new_producer", new_producer)
     monkeypatch.setattr(clients, "progress_consumer", lambda plan: _CommittingConsumer())
     plan = dataclasses.replace(_plan(0), exactly_once=False, partitions_per_producer=1)
     partitions = [("t", p) for p in range(3)]
     sink = Sink(plan, commit.commit_for(plan, len(partitions)))
+    producers = list(sink.commit.producers)  # type: ignore[attr-defined]
+    first, second, third = producers
+    assert len({id(p) for p in producers}) == 3
     sink.open(partitions)
+    assert sink.rest_idle(60.0) == 0  # looked at: idle from now on
+    clock[0] += 100
     for key in partitions:
         sink.write(key, messages(*key, range(10, 13)))
-    with pytest.raises(AssertionError):
-        sink.rest_idle(0.0)  # records written since the last seal: not between intervals
-    _finish(sink)
-    assert sink.rest_idle(60.0) == 0  # every producer had records just now
-    made[2][0].held = 1  # slot 2 still holds a record: it keeps its producer
-    assert sink.rest_idle(0.0) == 1
-    first, second, third = made[0][0], made[1][0], made[2][0]
+    assert sink.rest_idle(0.0) == 0  # records written since the last seal: not between intervals
+    sealed = sink.seal()
+    assert sink.rest_idle(0.0) == 0  # sealed, not finished: its reports may be served meanwhile
+    sink.finish(sealed)
+    clock[0] += 50
+    assert sink.rest_idle(60.0) == 0  # each producer had records 50 s ago
+    third.held = 1  # slot 2 still holds a record: it keeps its producer
+    clock[0] += 10
+    assert sink.rest_idle(60.0) == 1
     assert not first.closed and second.closed and not third.closed
     assert sink.parts[("t", 1)].producer is None
-    made[1].append(FakeProducer("#1 again"))  # the cache's next producer of slot 1
+    assert second not in clients._CLIENTS.values() and first in clients._CLIENTS.values()
     sink.write(("t", 1), messages("t", 1, range(13, 15)))
     results = _finish(sink)
-    again = made[1][-1]
-    assert sink.parts[("t", 1)].producer is again and again.ends[("A.t", 1)] == 2
+    again = sink.parts[("t", 1)].producer
+    assert again is not None and again is not second and again in clients._CLIENTS.values()
+    assert again.ends[("A.t", 1)] == 2 and second.ends[("A.t", 1)] == 3
     assert [(r.partition, r.records) for r in results] == [(1, 2)]
     assert ("A.t", 1) not in first.ends and ("A.t", 1) not in third.ends
+    clock[0] += 61
+    third.held = 0
+    assert sink.rest_idle(60.0) == 2  # the new one rests too, once idle: it is served and looked at
 
 
 def test_a_transactional_producer_never_rests(producers: dict[str, list[Any]]) -> None:

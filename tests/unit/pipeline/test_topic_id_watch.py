@@ -1,55 +1,124 @@
-"""The driver's look for source topics deleted and re-created while the copy runs (one request for the
-flow; its tasks learn it from their next answer)."""
+"""The driver's look for source topics deleted and re-created while the copy runs: one look for the flow
+every few seconds, read once answered and never waited for; the tasks learn it from their next answer."""
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from sparkmirror.pipeline.driver import flow as flow_module
+from sparkmirror.pipeline.driver import stream as stream_module
 from sparkmirror.pipeline.driver.flow import Flow
+from sparkmirror.pipeline.reports import Answer, Report
 
 
 class Job:
     def __init__(self, ids: dict[str, str]) -> None:
         self.plan = SimpleNamespace(topic_ids=ids)
         self.recreated: tuple[tuple[str, str, str], ...] = ()
-        self.told: list[dict[str, tuple[str, str]]] = []
 
     def topics_recreated(self, changed: dict[str, tuple[str, str]]) -> None:
-        self.told.append(changed)
-        self.recreated = tuple(sorted((t, a, b) for t, (a, b) in changed.items()))
+        stream_module.StreamingCopy.topics_recreated(self, changed)  # type: ignore[arg-type]
 
 
-def _watch(monkeypatch: pytest.MonkeyPatch, job: Job, current: dict[str, str] | Exception) -> list[Any]:
-    asked: list[Any] = []
+class Look:
+    """A look the test answers: ``ids`` once ``answered``."""
 
-    def source_topic_ids(admin: object, topics: Any, *, timeout_s: float) -> dict[str, str]:
-        asked.append((sorted(topics), timeout_s))
-        if isinstance(current, Exception):
-            raise current
-        return current
+    made: list[Look] = []
 
-    monkeypatch.setattr(flow_module, "source_topic_ids", source_topic_ids)
-    clients = SimpleNamespace(source_admin=object())
-    me = SimpleNamespace(copy_job=job, clients=clients, flow=SimpleNamespace(name="A->B"))
-    Flow._watch_topic_ids(me)  # type: ignore[arg-type]
-    return asked
+    def __init__(self, admin: object, topics: Any, *, timeout_s: float) -> None:
+        self.topics = sorted(topics)
+        self.answered = False
+        self.current: dict[str, str] = {}
+        Look.made.append(self)
 
+    def done(self) -> bool:
+        return self.answered
 
-def test_a_topic_with_another_id_is_told_to_the_job_and_looked_at_no_more(monkeypatch: pytest.MonkeyPatch) -> None:
-    job = Job({"a": "id-a", "b": "id-b", "c": "id-c"})
-    # "c" is gone (deleted, not re-created): the deletion is the topic refresh's to handle, not this.
-    asked = _watch(monkeypatch, job, {"a": "id-a", "b": "id-b2"})
-    assert asked == [(["a", "b", "c"], flow_module._TOPIC_IDS_WAIT_S)]
-    assert job.told == [{"b": ("id-b", "id-b2")}] and job.recreated == (("b", "id-b", "id-b2"),)
-    assert _watch(monkeypatch, job, {"a": "id-a2"}) == []  # told once: the job's tasks fail on it
+    def ids(self) -> tuple[dict[str, str], dict[str, str]]:
+        return self.current, {}
 
 
-def test_the_same_ids_or_an_unanswered_look_tell_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    job = Job({"a": "id-a"})
-    _watch(monkeypatch, job, {"a": "id-a"})
-    _watch(monkeypatch, job, RuntimeError("source unreachable"))
-    assert job.told == [] and job.recreated == ()
+@pytest.fixture
+def flow(monkeypatch: pytest.MonkeyPatch) -> Any:
+    Look.made = []
+    clock = [100.0]
+    monkeypatch.setattr(flow_module, "TopicIdLook", Look)
+    monkeypatch.setattr(flow_module.time, "monotonic", lambda: clock[0])
+    me = SimpleNamespace(
+        copy_job=None,
+        clients=SimpleNamespace(source_admin=object()),
+        flow=SimpleNamespace(name="A->B"),
+        _ids_look=None,
+        _ids_next=0.0,
+        clock=clock,
+    )
+    me.watch = lambda: Flow._watch_topic_ids(me)  # type: ignore[arg-type]
+    return me
+
+
+def test_a_topic_with_another_id_is_told_to_the_job_once_answered(flow: Any) -> None:
+    job = flow.copy_job = Job({"a": "id-a", "b": "id-b", "c": "id-c"})
+    flow.watch()
+    assert [look.topics for look in Look.made] == [["a", "b", "c"]]
+    flow.clock[0] += 1
+    flow.watch()  # not answered yet: not waited for, and no second look
+    assert len(Look.made) == 1 and job.recreated == ()
+    # "c" is gone (deleted, not re-created): the topic refresh's to handle, not this look's.
+    Look.made[0].current, Look.made[0].answered = {"a": "id-a", "b": "id-b2"}, True
+    flow.clock[0] += 1
+    flow.watch()
+    assert job.recreated == (("b", "id-b", "id-b2"),)
+    flow.clock[0] += 10
+    flow.watch()
+    assert len(Look.made) == 1  # told: the job's tasks fail on it, no more looks
+
+
+def test_the_same_ids_are_looked_at_again_every_interval(flow: Any) -> None:
+    job = flow.copy_job = Job({"a": "id-a"})
+    flow.watch()
+    Look.made[0].current, Look.made[0].answered = {"a": "id-a"}, True
+    for _ in range(4):  # answered: read at the next turn; the next look when the interval is up
+        flow.clock[0] += 1
+        flow.watch()
+    assert len(Look.made) == 1
+    flow.clock[0] += flow_module.TOPIC_IDS_EVERY_S
+    flow.watch()
+    assert len(Look.made) == 2 and job.recreated == ()
+
+
+def test_a_look_that_cannot_be_asked_is_said_and_asked_again_later(
+    flow: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refused(*_a: Any, **_k: Any) -> None:
+        raise RuntimeError("source unreachable")
+
+    monkeypatch.setattr(flow_module, "TopicIdLook", refused)
+    flow.copy_job = Job({"a": "id-a"})
+    flow.watch()
+    assert "source topic ids not looked at this turn: source unreachable" in caplog.text
+    assert flow._ids_look is None and flow._ids_next == 100.0 + flow_module.TOPIC_IDS_EVERY_S
+
+
+def test_every_answer_of_the_job_names_the_recreated_topics() -> None:
+    """``StreamingCopy``: once the driver found a re-created topic, each report's answer carries it."""
+    copy = SimpleNamespace(
+        _lock=threading.Lock(),
+        reported=set(),
+        positions={},
+        positions_version=0,
+        _error=None,
+        recorder=SimpleNamespace(metrics=None),
+        throttle=SimpleNamespace(answer=lambda report, stop: Answer(rate=10.0)),
+        _stop=threading.Event(),
+        recreated=(),
+        flow="A->B",
+        plan=SimpleNamespace(commit_interval_ms=200),
+    )
+    on_report = stream_module.StreamingCopy._on_report
+    assert on_report(copy, Report(0, 0)) == Answer(rate=10.0)  # type: ignore[arg-type]
+    stream_module.StreamingCopy.topics_recreated(copy, {"t": ("id-1", "id-2")})  # type: ignore[arg-type]
+    assert on_report(copy, Report(1, 0)) == Answer(rate=10.0, recreated=(("t", "id-1", "id-2"),))  # type: ignore[arg-type]

@@ -43,7 +43,7 @@ from sparkmirror.kafka.groups import commit_offsets, committed_offsets, committe
 from sparkmirror.kafka.lag import first_records, list_offsets, log_bounds
 from sparkmirror.kafka.lease import FlowLease, LeaseHeld, LeaseRefused
 from sparkmirror.kafka.mm2offsets import mm2_positions
-from sparkmirror.kafka.topicids import TopicIds, TopicRecreated, source_topic_ids
+from sparkmirror.kafka.topicids import TopicIdLook, TopicIds, TopicRecreated, source_topic_ids
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore
 from sparkmirror.offsets.syncs import OffsetSyncWriter
@@ -87,9 +87,11 @@ _RENEW_LAYOUTS_S = 3600
 OFFSET_MAP_FOLD = "offset map fold"
 TOPIC_IDS = "source topic ids"
 #: How often the driver looks for a source topic deleted and re-created under its name while the copy
-#: runs (its tasks stop copying it at their next answer), and how long one look may wait for the source.
+#: runs (its tasks stop copying it at their next answer), how often it reads a look's answer (a look
+#: is never waited for), and how long the source has to answer one.
 TOPIC_IDS_EVERY_S = 5.0
-_TOPIC_IDS_WAIT_S = 5.0
+_TOPIC_IDS_TURN_S = 1.0
+_TOPIC_IDS_WAIT_S = 30.0
 
 #: How often the driver folds the offset map's new segments into chains. Between two folds a
 #: partition gains one segment per exactly-once commit interval that wrote to it, and those are what
@@ -233,6 +235,9 @@ class Flow:
         self.copy_job: StreamingCopy | None = None
         #: The copy job and the version of its positions the flow's lag was last computed from.
         self._lag_of: tuple[StreamingCopy, int] | None = None
+        #: The driver's look at the running copy's source topic ids, and when the next is due.
+        self._ids_look: tuple[StreamingCopy, TopicIdLook] | None = None
+        self._ids_next = 0.0
         #: The copy ended without error (``--once``), or stopped on request.
         self.finished = False
         #: The terminal error that stopped this flow (the other flows go on); ``None`` while it runs.
@@ -575,12 +580,14 @@ class Flow:
         one interval on (checkpoints and group sync keep their turn, as a crash loop must not multiply
         them)."""
         flow, s = self.flow, self.scheduler
+        running = self._running
+        if TOPIC_IDS not in s.chores:  # ``--once`` too: its copy may run for long
+            s.every(TOPIC_IDS, _TOPIC_IDS_TURN_S, self._watch_topic_ids, when=running)
         if self.once:
             return
-        if s.chores:
+        if REFRESH in s.chores:
             s.restart(REFRESH, CONFIG_SYNC)
             return
-        running = self._running
         s.every(REFRESH, flow.refresh_topics_interval_seconds, self._refresh_topics)
         s.every(CHECKPOINTS, flow.emit_checkpoints_interval_seconds, self._checkpoint_pass, now=True, when=running)
         if flow.sync_group_offsets_enabled:
@@ -594,7 +601,6 @@ class Flow:
         if flow.exactly_once:
             s.every(TX_LAYOUTS, _RENEW_LAYOUTS_S, self._renew_layouts, when=running)
         s.every(OFFSET_MAP_FOLD, FOLD_INTERVAL_S, self._fold_offset_map)
-        s.every(TOPIC_IDS, TOPIC_IDS_EVERY_S, self._watch_topic_ids, when=running)
 
     def _report_running(self) -> None:
         self.report("running")
@@ -617,26 +623,41 @@ class Flow:
     def _watch_topic_ids(self) -> None:
         """A source topic deleted and re-created under its name since the copy began is another topic: its
         tasks are told at their next answer and fail before they copy more of it; their restart finds it
-        and the flow stops (exit 7, ``run --reset-topic``). One request for the flow's topics (each task
-        used to ask for its own, an idle cost per task: docs/performance.md). A look that fails is tried
-        at the next turn."""
+        and the flow stops (exit 7, ``run --reset-topic``). One look for the flow's topics every
+        :data:`TOPIC_IDS_EVERY_S` (each task used to ask for its own, an idle cost per task:
+        docs/performance.md), read at the first turn after it is answered: never waited for, so a source
+        that does not answer holds up no other chore or flow."""
         job = self.copy_job
         if job is None or job.recreated or not job.plan.topic_ids:
+            self._ids_look = None
             return
         expected = job.plan.topic_ids
-        try:
-            current = source_topic_ids(self.clients.source_admin, expected, timeout_s=_TOPIC_IDS_WAIT_S)
-        except Exception as exc:  # noqa: BLE001 - the source is unreachable: the tasks' reads say so
-            log.info("flow=%s source topic ids not checked this turn: %s", self.flow.name, exc)
+        now = time.monotonic()
+        if self._ids_look is not None and self._ids_look[0] is job:
+            look = self._ids_look[1]
+            if not look.done():
+                return  # the source has until the look's request timeout to answer
+            self._ids_look = None
+            current, failed = look.ids()
+            if failed and not current:
+                why = next(iter(failed.values()))
+                log.info("flow=%s source topic ids not looked at this turn: %s", self.flow.name, why)
+            changed = {t: (tid, current[t]) for t, tid in expected.items() if current.get(t, tid) != tid}
+            if changed:
+                log.error(
+                    "flow=%s source topic %s deleted and re-created while the copy ran; its tasks stop copying it",
+                    self.flow.name,
+                    ", ".join(sorted(changed)),
+                )
+                job.topics_recreated(changed)
+                return
+        if now < self._ids_next:
             return
-        changed = {t: (tid, current[t]) for t, tid in expected.items() if current.get(t, tid) != tid}
-        if changed:
-            log.error(
-                "flow=%s source topic %s deleted and re-created while the copy ran; its tasks stop copying it",
-                self.flow.name,
-                ", ".join(sorted(changed)),
-            )
-            job.topics_recreated(changed)
+        self._ids_next = now + TOPIC_IDS_EVERY_S
+        try:
+            self._ids_look = (job, TopicIdLook(self.clients.source_admin, expected, timeout_s=_TOPIC_IDS_WAIT_S))
+        except Exception as exc:  # noqa: BLE001 - the source is unreachable: the tasks' reads say so
+            log.info("flow=%s source topic ids not looked at this turn: %s", self.flow.name, exc)
 
     def poll(self) -> None:
         """While the copy runs: its lag, and the chores that are due."""

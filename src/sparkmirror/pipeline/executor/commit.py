@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from sparkmirror.kafka.factory import close_within
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor import clients
 from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Longest wait for an idle producer's close (it holds nothing, so it is quick unless a broker is lost).
+_REST_CLOSE_S = 5.0
 #: Transaction groups whose transactions one task finishes at the same time.
 _MAX_COMMIT_THREADS = 8
 #: All aborts of a failed task together wait at most this long (the next attempt fences anyway).
@@ -122,7 +125,10 @@ class AtLeastOnce:
             return False
         self.producers[slot] = None
         clients.forget(producer)
-        producer.close()
+        # Bounded: librdkafka's close can wait on a lost broker for ever; one left behind is only a thread.
+        flow = self.plan.flow
+        if not close_within(producer.close, _REST_CLOSE_S, f"idle producer of {flow}"):
+            log.warning("flow=%s an idle producer did not close within %.0fs; left behind", flow, _REST_CLOSE_S)
         return True
 
     def begin(self, w: PartitionWrite) -> None:

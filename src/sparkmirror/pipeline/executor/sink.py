@@ -275,6 +275,8 @@ class Sink:
         self.commit = commit
         self.parts: dict[PartitionKey, PartitionWrite] = {}
         self._producers: list[Producer] = []
+        #: Intervals sealed and not yet finished (at least once, one may be finished in another thread).
+        self._unfinished = 0
         #: When each producer (by ``id``) last had an interval's records, or was first looked at by
         #: :meth:`rest_idle` (monotonic s).
         self._used: dict[int, float] = {}
@@ -466,6 +468,8 @@ class Sink:
         sealed = [w for w in self.parts.values() if w.begun]
         self._begun = 0
         now = time.monotonic()
+        if sealed:
+            self._unfinished += 1
         for w in sealed:
             self._used[id(w.producer)] = now
             self._written_before += len(w.sent)
@@ -482,7 +486,10 @@ class Sink:
         (``plan.tails``)."""
         if not sealed:
             return []
-        self.commit.finish(sealed)
+        try:
+            self.commit.finish(sealed)
+        finally:
+            self._unfinished -= 1
         acked_at = int(time.time() * 1000)
         results = []
         for w in sealed:
@@ -495,10 +502,11 @@ class Sink:
 
     def rest_idle(self, idle_s: float) -> int:
         """Close the producers none of whose partitions had a record for ``idle_s`` seconds, where the
-        commit allows it (:meth:`Commit.rest`); returns how many. Only between intervals: nothing
-        written since the last :meth:`seal` and no interval finishing, so every record a producer took
-        was acknowledged and reported."""
-        assert not self.written
+        commit allows it (:meth:`Commit.rest`); returns how many. Only between intervals: with a record
+        written since the last :meth:`seal`, or an interval not yet finished (its records' reports may
+        still be served on its producers, in another thread), none rests."""
+        if self.written or self._unfinished:
+            return 0
         now = time.monotonic()
         # A producer not yet looked at is idle from now on (no clock read where one is added: the hot path).
         rested = [

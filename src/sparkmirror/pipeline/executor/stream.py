@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from sparkmirror.core.control import TokenBucket
 from sparkmirror.core.ranges import SourceRange
+from sparkmirror.kafka.factory import close_within
 from sparkmirror.logs import worker_logging
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor import clients
@@ -233,7 +234,7 @@ class StreamTask:
                 sink.release()
                 return results
             channel.post(report)
-            if plan.producer_idle_close_ms and finishing is None and not sink.written:  # all reported
+            if plan.producer_idle_close_ms:
                 rested = sink.rest_idle(plan.producer_idle_close_ms / 1000)
                 if rested:
                     log.debug("flow=%s task %d: %d idle producers closed", plan.flow, self.task, rested)
@@ -253,12 +254,16 @@ class StreamTask:
         expected = {t: self.plan.topic_ids[t] for t, _p in self.ranges if t in self.plan.topic_ids}
         if not expected:
             return
+        # An admin client for this look only (an idle one wakes every second for the task's life), dropped
+        # in a thread of its own: librdkafka's destroy can wait on a lost broker.
+        admin = [clients.source_admin(self.plan)]
         try:
-            # An admin client for this look only: an idle one wakes every second for the task's life.
-            current = source_topic_ids(clients.source_admin(self.plan), expected)
+            current = source_topic_ids(admin[0], expected)
         except Exception as exc:  # noqa: BLE001 - the source is unreachable: the reads say so
             log.info("flow=%s task %d: source topic ids not checked: %s", self.plan.flow, self.task, exc)
             return
+        finally:
+            close_within(admin.clear, 5.0, f"source admin client of flow {self.plan.flow}")
         self._fail_if_recreated([(t, tid, current[t]) for t, tid in expected.items() if current.get(t, tid) != tid])
 
     def _fail_if_recreated(self, recreated: Iterable[tuple[str, str, str]]) -> None:

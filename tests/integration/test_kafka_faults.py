@@ -8,6 +8,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -171,14 +172,12 @@ def test_a_recreated_source_topic_stops_the_flow_until_reset_topic(bootstraps, s
     assert values == [f"old-{i}".encode() for i in range(30)] + [f"new-{i}".encode() for i in range(10)]
 
 
-def test_a_source_topic_recreated_while_the_flow_runs_is_never_copied_as_its_continuation(
-    bootstraps, spark, tmp_path: Path
-) -> None:
-    """The new topic's records at offsets past what was mirrored of the old one are not appended as if
-    they followed it: the running copy finds the new topic id and the flow stops (exit 7). Here the
-    deletion fails the task's reads first and its retry's check finds the new id (the topic refresh's
-    interval is longer than the test)."""
-    topic, ts, cfg = _old_topic(bootstraps, tmp_path, "recreated-live", "refresh.topics.interval.seconds = 600\n")
+def _recreate_while_running(
+    bootstraps: dict[str, str], topic: str, ts: int, cfg: MirrorConfig, before: Callable[[], None] = lambda: None
+) -> BaseException:
+    """Run the flow; once it mirrored the old records, ``before()``, then re-create the topic with more
+    records than were mirrored of the old one (offsets 30.. exist on the new one too). Returns the error
+    the run ended with, once B holds the old records only."""
     mirror = Mirror(cfg)
     ended: list[BaseException] = []
 
@@ -192,18 +191,30 @@ def test_a_source_topic_recreated_while_the_flow_runs_is_never_copied_as_its_con
     thread.start()
     try:
         wait_for(lambda: end_offsets(bootstraps["B"], f"A.{topic}").get(0) == 30, timeout_s=120, what="the old records")
+        before()
         _recreate(bootstraps["A"], topic)
-        # More records than were mirrored of the old topic: offsets 30.. exist on the new one too.
         produce(bootstraps["A"], topic, 0, [Rec(b"k", f"new-{i}".encode(), (), ts) for i in range(100)])
         thread.join(120)
     finally:
         mirror.request_stop()
         thread.join(60)
     assert not thread.is_alive()
-    assert len(ended) == 1 and isinstance(ended[0], TopicRecreatedError), ended
-    assert ended[0].exit_code == 7
+    assert len(ended) == 1, ended
     values = [r.value for r in read_partition(bootstraps["B"], f"A.{topic}", 0)]
     assert values == [f"old-{i}".encode() for i in range(30)], values[25:40]
+    return ended[0]
+
+
+def test_a_source_topic_recreated_while_the_flow_runs_is_never_copied_as_its_continuation(
+    bootstraps, spark, tmp_path: Path
+) -> None:
+    """The new topic's records at offsets past what was mirrored of the old one are not appended as if
+    they followed it: the running copy finds the new topic id and the flow stops (exit 7). Here the
+    deletion fails the task's reads first and its retry's check finds the new id (the topic refresh's
+    interval is longer than the test)."""
+    topic, ts, cfg = _old_topic(bootstraps, tmp_path, "recreated-live", "refresh.topics.interval.seconds = 600\n")
+    error = _recreate_while_running(bootstraps, topic, ts, cfg)
+    assert isinstance(error, TopicRecreatedError) and error.exit_code == 7, error
 
 
 def test_a_paused_source_topic_recreated_while_the_flow_runs_is_found_by_the_driver(
@@ -213,31 +224,13 @@ def test_a_paused_source_topic_recreated_while_the_flow_runs_is_found_by_the_dri
     ids finds the new id while the copy runs, tells the tasks, and the flow stops (exit 7) without
     copying the new topic's records, before any resume."""
     topic, ts, cfg = _old_topic(bootstraps, tmp_path, "recreated-paused", "refresh.topics.interval.seconds = 600\n")
-    mirror = Mirror(cfg)
-    ended: list[BaseException] = []
 
-    def run() -> None:
-        try:
-            mirror.run()
-        except BaseException as exc:  # noqa: BLE001 - the flow's error ends the run: kept for the asserts
-            ended.append(exc)
-
-    caplog.set_level(logging.INFO, logger="sparkmirror")
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        wait_for(lambda: end_offsets(bootstraps["B"], f"A.{topic}").get(0) == 30, timeout_s=120, what="the old records")
+    def pause() -> None:
         done = run_cli("pause", str(tmp_path / "mm2.properties"), "--topics", topic)
         assert done.returncode == 0, done.stdout + done.stderr
         time.sleep(3)  # the tasks follow the pause at their next answer
-        _recreate(bootstraps["A"], topic)
-        produce(bootstraps["A"], topic, 0, [Rec(b"k", f"new-{i}".encode(), (), ts) for i in range(100)])
-        thread.join(120)
-    finally:
-        mirror.request_stop()
-        thread.join(60)
-    assert not thread.is_alive()
-    assert len(ended) == 1 and isinstance(ended[0], TopicRecreatedError), ended
+
+    caplog.set_level(logging.INFO, logger="sparkmirror")
+    error = _recreate_while_running(bootstraps, topic, ts, cfg, pause)
+    assert isinstance(error, TopicRecreatedError) and error.exit_code == 7, error
     assert f"source topic {topic} deleted and re-created while the copy ran; its tasks stop copying it" in caplog.text
-    values = [r.value for r in read_partition(bootstraps["B"], f"A.{topic}", 0)]
-    assert values == [f"old-{i}".encode() for i in range(30)], values[25:40]

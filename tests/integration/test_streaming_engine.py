@@ -95,15 +95,7 @@ def test_streaming_engine_copies_while_it_runs_and_stops_on_request(bootstraps, 
     sent: dict[int, list[Rec]] = {0: [], 1: []}
     with running_mirror(cfg):
         for round_ in range(3):
-            for p in sent:
-                recs = _records(p, 30, first=len(sent[p]))
-                produce(bootstraps["A"], topic, p, recs)
-                sent[p] += recs
-            wait_for(
-                lambda: all(_count(bootstraps["B"], f"A.{topic}", p) == len(sent[p]) for p in sent),
-                timeout_s=60,
-                what=f"round {round_} on B",
-            )
+            _copy_round(bootstraps, topic, sent, 30, round_)
     _check_copied(bootstraps, cfg, topic, sent)
 
 
@@ -113,6 +105,19 @@ def _count(bootstrap: str, topic: str, partition: int) -> int:
         return len(read_partition(bootstrap, topic, partition, timeout_s=5))
     except Exception:  # noqa: BLE001 - the mirror has not made the remote topic yet
         return -1
+
+
+def _copy_round(bootstraps, topic: str, sent: dict[int, list[Rec]], n: int, round_: int) -> None:
+    """``n`` more records into each partition of ``sent`` (kept there), then wait until B holds them all."""
+    for p in sent:
+        recs = _records(p, n, first=len(sent[p]))
+        produce(bootstraps["A"], topic, p, recs)
+        sent[p] += recs
+    wait_for(
+        lambda: all(_count(bootstraps["B"], f"A.{topic}", p) == len(sent[p]) for p in sent),
+        timeout_s=60,
+        what=f"round {round_} on B",
+    )
 
 
 def test_a_failed_streaming_task_is_retried_from_the_progress_on_the_target(
@@ -281,15 +286,7 @@ def test_idle_producers_are_closed_and_made_again_at_the_next_record(bootstraps,
         with running_mirror(cfg):
             for round_ in range(2):
                 first = len(samples)
-                for p in sent:
-                    recs = _records(p, 25, first=len(sent[p]))
-                    produce(bootstraps["A"], topic, p, recs)
-                    sent[p] += recs
-                wait_for(
-                    lambda: all(_count(bootstraps["B"], f"A.{topic}", p) == len(sent[p]) for p in sent),
-                    timeout_s=60,
-                    what=f"round {round_} on B",
-                )
+                _copy_round(bootstraps, topic, sent, 25, round_)
                 highs.append(max(samples[first:]))
                 time.sleep(5)  # idle: the producers rest
                 lows.append(samples[-1])

@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -332,7 +333,7 @@ def test_at_least_once_idle_producers_rest_and_their_next_record_makes_them_agai
         return p
 
     clock = [1000.0]
-    monkeypatch.setattr(sink_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(sink_module, "time", SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
     monkeypatch.setattr(clients, "_CLIENTS", {})
     monkeypatch.setattr("sparkmirror.kafka.factory.new_producer", new_producer)
     monkeypatch.setattr(clients, "progress_consumer", lambda plan: _CommittingConsumer())
@@ -356,6 +357,9 @@ def test_at_least_once_idle_producers_rest_and_their_next_record_makes_them_agai
     third.held = 1  # slot 2 still holds a record: it keeps its producer
     clock[0] += 10
     assert sink.rest_idle(60.0) == 1
+    deadline = time.monotonic() + 5  # closed in a thread of its own
+    while not second.closed and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert not first.closed and second.closed and not third.closed
     assert sink.parts[("t", 1)].producer is None
     assert second not in clients._CLIENTS.values() and first in clients._CLIENTS.values()

@@ -47,7 +47,7 @@ def flow(monkeypatch: pytest.MonkeyPatch) -> Any:
     Look.made = []
     clock = [100.0]
     monkeypatch.setattr(flow_module, "TopicIdLook", Look)
-    monkeypatch.setattr(flow_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(flow_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     me = SimpleNamespace(
         copy_job=None,
         clients=SimpleNamespace(source_admin=object()),

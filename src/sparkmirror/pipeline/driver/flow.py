@@ -787,6 +787,7 @@ class Flow:
             log.debug("flow=%s stopping the copy: %s", self.flow.name, exc)
         self._keep_positions(q)
         self.copy_job = None
+        self._ids_look = None  # the ended job's look, if any, is not read
         self.throttle.stopped()
 
     def _keep_positions(self, copy_job: StreamingCopy) -> None:
@@ -801,6 +802,7 @@ class Flow:
         self.progress.lag = lag_from_progress(last_progress(self.copy_job))
         self._keep_positions(self.copy_job)
         self.copy_job = None
+        self._ids_look = None  # the ended job's look, if any, is not read
         self.throttle.stopped()
         return error
 

@@ -256,8 +256,9 @@ class StreamTask:
             return
         # An admin client for this look only (an idle one wakes every second for the task's life), dropped
         # in a thread of its own: librdkafka's destroy can wait on a lost broker.
-        admin = [clients.source_admin(self.plan)]
+        admin = []
         try:
+            admin.append(clients.source_admin(self.plan))
             current = source_topic_ids(admin[0], expected)
         except Exception as exc:  # noqa: BLE001 - the source is unreachable: the reads say so
             log.info("flow=%s task %d: source topic ids not checked: %s", self.plan.flow, self.task, exc)

@@ -37,6 +37,12 @@ def source_topic_ids(admin: object, topics: Iterable[str]) -> dict[str, str]:
     return look.ids(wait=True)[0]
 
 
+def recreated_topics(expected: Mapping[str, str], current: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """``(topic, id expected, id now)`` of each topic of ``expected`` that ``current`` gives another id
+    (deleted and re-created); a topic missing from ``current`` (gone, or not answered) is not among them."""
+    return [(t, tid, current[t]) for t, tid in sorted(expected.items()) if current.get(t, tid) != tid]
+
+
 class TopicIdLook:
     """One look at source topics' ids, asked at once and read when answered: a caller that must not
     wait (the driver's loop, shared by every flow, while the source does not answer) reads it at a
@@ -95,7 +101,7 @@ class TopicIds:
         """Raise :class:`TopicRecreated` if any topic of ``current`` (``{topic: id}``) has another id on
         record; record the ids of topics seen for the first time, renew the others."""
         recorded = self.recorded(current)
-        changed = {t: (recorded[t], i) for t, i in current.items() if t in recorded and recorded[t] != i}
+        changed = {t: (was, now) for t, was, now in recreated_topics(recorded, current)}
         if changed:
             topic, (was, now) = sorted(changed.items())[0]
             flags = " ".join(f"--reset-topic {t}" for t in sorted(changed))

@@ -43,7 +43,7 @@ from sparkmirror.kafka.groups import commit_offsets, committed_offsets, committe
 from sparkmirror.kafka.lag import first_records, list_offsets, log_bounds
 from sparkmirror.kafka.lease import FlowLease, LeaseHeld, LeaseRefused
 from sparkmirror.kafka.mm2offsets import mm2_positions
-from sparkmirror.kafka.topicids import TopicIdLook, TopicIds, TopicRecreated, source_topic_ids
+from sparkmirror.kafka.topicids import TopicIdLook, TopicIds, TopicRecreated, recreated_topics, source_topic_ids
 from sparkmirror.kafka.topics import TopicSync
 from sparkmirror.offsets.store import OffsetMapStore
 from sparkmirror.offsets.syncs import OffsetSyncWriter
@@ -642,7 +642,7 @@ class Flow:
             if failed and not current:
                 why = next(iter(failed.values()))
                 log.info("flow=%s source topic ids not looked at this turn: %s", self.flow.name, why)
-            changed = {t: (tid, current[t]) for t, tid in expected.items() if current.get(t, tid) != tid}
+            changed = {t: (was, now) for t, was, now in recreated_topics(expected, current)}
             if changed:
                 log.error(
                     "flow=%s source topic %s deleted and re-created while the copy ran; its tasks stop copying it",

@@ -249,7 +249,7 @@ class StreamTask:
         --reset-topic``). A topic that is gone (not re-created) is the driver's to find, and so is a topic
         re-created while the task runs (its answers say so: :meth:`_follow`). If the source does not
         answer, the reads say so."""
-        from sparkmirror.kafka.topicids import source_topic_ids
+        from sparkmirror.kafka.topicids import recreated_topics, source_topic_ids
 
         expected = {t: self.plan.topic_ids[t] for t, _p in self.ranges if t in self.plan.topic_ids}
         if not expected:
@@ -265,7 +265,7 @@ class StreamTask:
             return
         finally:
             close_within(admin.clear, 5.0, f"source admin client of flow {self.plan.flow}")
-        self._fail_if_recreated([(t, tid, current[t]) for t, tid in expected.items() if current.get(t, tid) != tid])
+        self._fail_if_recreated(recreated_topics(expected, current))
 
     def _fail_if_recreated(self, recreated: Iterable[tuple[str, str, str]]) -> None:
         """Fail the task if one of its source topics is among ``recreated`` ((topic, id then, id now))."""

@@ -20,7 +20,7 @@ class Job:
         self.plan = SimpleNamespace(topic_ids=ids)
         self.recreated: tuple[tuple[str, str, str], ...] = ()
 
-    def topics_recreated(self, changed: dict[str, tuple[str, str]]) -> None:
+    def topics_recreated(self, changed: list[tuple[str, str, str]]) -> None:
         stream_module.StreamingCopy.topics_recreated(self, changed)  # type: ignore[arg-type]
 
 
@@ -120,5 +120,5 @@ def test_every_answer_of_the_job_names_the_recreated_topics() -> None:
     )
     on_report = stream_module.StreamingCopy._on_report
     assert on_report(copy, Report(0, 0)) == Answer(rate=10.0)  # type: ignore[arg-type]
-    stream_module.StreamingCopy.topics_recreated(copy, {"t": ("id-1", "id-2")})  # type: ignore[arg-type]
+    stream_module.StreamingCopy.topics_recreated(copy, [("t", "id-1", "id-2")])  # type: ignore[arg-type]
     assert on_report(copy, Report(1, 0)) == Answer(rate=10.0, recreated=(("t", "id-1", "id-2"),))  # type: ignore[arg-type]

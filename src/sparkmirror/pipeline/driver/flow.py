@@ -642,12 +642,12 @@ class Flow:
             if failed and not current:
                 why = next(iter(failed.values()))
                 log.info("flow=%s source topic ids not looked at this turn: %s", self.flow.name, why)
-            changed = {t: (was, now) for t, was, now in recreated_topics(expected, current)}
+            changed = recreated_topics(expected, current)
             if changed:
                 log.error(
                     "flow=%s source topic %s deleted and re-created while the copy ran; its tasks stop copying it",
                     self.flow.name,
-                    ", ".join(sorted(changed)),
+                    ", ".join(t for t, _was, _now in changed),
                 )
                 job.topics_recreated(changed)
                 return

@@ -172,11 +172,10 @@ class StreamingCopy:
             ", ".join(parts[:5]) + (" …" if len(parts) > 5 else ""),
         )
 
-    def topics_recreated(self, changed: dict[str, tuple[str, str]]) -> None:
-        """``{topic: (id the job began with, id now)}``: the tasks copying these topics fail at their next
-        answer, before they copy more of them (a re-created topic's offsets are not the old one's)."""
-        if changed:
-            self.recreated = tuple(sorted((t, was, now) for t, (was, now) in changed.items()))
+    def topics_recreated(self, changed: Iterable[tuple[str, str, str]]) -> None:
+        """``(topic, id the job began with, id now)`` of each topic: the tasks copying these topics fail at
+        their next answer, before they copy more of them (a re-created topic's offsets are not the old one's)."""
+        self.recreated = tuple(sorted(changed)) or self.recreated
 
     def stop(self) -> None:
         """Tell every task to stop after its current interval; cancel what has not stopped in time."""

@@ -114,7 +114,7 @@ def _mm2_copies(
         wait_for(
             lambda: (
                 proc.poll() is None
-                and sum(end_offsets(bootstraps["B"], remote, settle_s=0).values()) >= total * PARTITIONS
+                and sum(end_offsets(bootstraps["B"], remote).values()) >= total * PARTITIONS
             ),
             timeout_s=180,
             what=f"MM2 ({name}) to copy {topic}: {tail(workdir, name, 1500)}",

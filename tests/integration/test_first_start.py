@@ -74,7 +74,7 @@ def test_handback_is_refused_while_sparkmirror_runs_the_flow(bootstraps: dict[st
     )  # fmt: skip
     with running_mirror(cfg):
         wait_for(
-            lambda: end_offsets(bootstraps["B"], f"A.{topic}", settle_s=0).get(0, 0) >= 10,
+            lambda: end_offsets(bootstraps["B"], f"A.{topic}").get(0, 0) >= 10,
             timeout_s=120,
             what="the mirror to copy",
         )

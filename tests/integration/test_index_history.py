@@ -171,7 +171,7 @@ def test_index_history_while_the_flow_runs_leaves_its_map_exact_and_a_restart_lo
     mm2_end = {p: len(copies[p]) for p in range(2)}
 
     def copied(n: int) -> bool:
-        ends = end_offsets(b, remote, settle_s=0)
+        ends = end_offsets(b, remote)
         return all(ends.get(p, 0) >= mm2_end[p] + n - 200 for p in range(2))
 
     with running_mirror(cfg):

@@ -13,8 +13,12 @@ role:
 - ``broker_A`` / ``broker_B``: what the idle system costs the brokers, against a quiet baseline
   taken before the system starts.
 
+``--threads`` adds the system's CPU per role and thread name (``/proc/<pid>/task/*/comm``, digits
+folded: librdkafka names its threads ``rdk:main``, ``rdk:broker<id>``, ``rdk:bg``), which tells a
+Python worker's own thread from each client's.
+
     .venv/bin/python bench/idle_flow.py [--system sparkmirror|mm2] [--topics 200 --partitions 5]
-        [--seconds 30] [--settle 20] [--prop KEY=VALUE ...] [--out FILE]
+        [--seconds 30] [--settle 20] [--prop KEY=VALUE ...] [--threads] [--out FILE]
 
 Prints one JSON line; docs/performance.md ("An idle flow") has what it found.
 """
@@ -84,12 +88,54 @@ def cpu_by_role(system: int | None, dev: str) -> dict[str, float]:
     return out
 
 
-def window(seconds: float, system: int | None, dev: str) -> dict[str, float]:
-    """Percent of one core per role over ``seconds`` of wall time."""
+def _threads(system: int, dev: str) -> dict[tuple[str, int, int], float]:
+    """``{(role/name, pid, tid): CPU seconds}`` of the system's live threads."""
+    out: dict[tuple[str, int, int], float] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        pid = int(entry)
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            ppids = _ancestors(pid)
+        except OSError:
+            continue
+        role = role_of(cmd, system in ppids, dev)
+        if role is None or role.startswith("broker"):
+            continue
+        for tid in filter(str.isdigit, os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []):
+            try:
+                name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            folded = "".join("#" if c.isdigit() else c for c in name)
+            out[(f"{role}/{folded}", pid, int(tid))] = (int(stat[11]) + int(stat[12])) / _TICK
+    return out
+
+
+def _ancestors(pid: int) -> set[int]:
+    """``pid`` and its ancestors."""
+    seen = {pid}
+    while pid > 1:
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        seen.add(pid)
+    return seen
+
+
+def window(seconds: float, system: int | None, dev: str, *, threads: bool = False) -> dict[str, Any]:
+    """Percent of one core per role over ``seconds`` of wall time (``threads``: also per role and thread
+    name, under ``"threads"``, counting only threads alive at both ends of the window)."""
     before, t0 = cpu_by_role(system, dev), time.monotonic()
+    t_before = _threads(system, dev) if threads and system is not None else {}
     time.sleep(seconds)
     after, wall = cpu_by_role(system, dev), time.monotonic() - t0
-    return {k: round(100 * (after[k] - before.get(k, 0.0)) / wall, 2) for k in sorted(after)}
+    out: dict[str, Any] = {k: round(100 * (after[k] - before.get(k, 0.0)) / wall, 2) for k in sorted(after)}
+    if threads and system is not None:
+        per: dict[str, float] = {}
+        for key, seconds_now in _threads(system, dev).items():
+            if key in t_before:
+                per[key[0]] = per.get(key[0], 0.0) + seconds_now - t_before[key]
+        out["threads"] = {k: round(100 * v / wall, 2) for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v > 0}
+    return out
 
 
 def main() -> None:
@@ -101,6 +147,7 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=20, help="seconds after B holds every record, not measured")
     ap.add_argument("--base-port", type=int, default=31300)
     ap.add_argument("--prop", action="append", default=[], metavar="KEY=VALUE", help="sparkmirror: extra property")
+    ap.add_argument("--threads", action="store_true", help="also the system's CPU per thread name")
     ap.add_argument("--out", default="")
     ap.add_argument("--workdir", default="/tmp/sparkmirror-idle-flow")
     args = ap.parse_args()
@@ -148,8 +195,8 @@ def main() -> None:
             time.sleep(1)
         caught_up_s = round(time.monotonic() - t0, 1)
         time.sleep(args.settle)
-        idle = window(args.seconds, proc.pid, dev)
-        system_pct = round(sum(v for k, v in idle.items() if not k.startswith("broker")), 2)
+        idle = window(args.seconds, proc.pid, dev, threads=args.threads)
+        system_pct = round(sum(v for k, v in idle.items() if k != "threads" and not k.startswith("broker")), 2)
         out: dict[str, Any] = {
             "system": system.name, "partitions": want, "seconds": args.seconds, "caught_up_s": caught_up_s,
             "percent_of_a_core": idle, "system_percent_of_a_core": system_pct,

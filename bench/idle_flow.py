@@ -61,9 +61,9 @@ def role_of(cmd: str, of_system: bool, dev: str) -> str | None:
     return "driver"  # sparkmirror's Python driver and any helper it started
 
 
-def cpu_by_role(system: int | None, dev: str) -> dict[str, float]:
-    """CPU seconds so far (user + system, of live processes: one that exits in the window is not counted)
-    per role; ``system``: the pid of the system's command."""
+def _processes(system: int | None, dev: str) -> dict[int, tuple[str, list[str]]]:
+    """``{pid: (role, /proc/<pid>/stat fields after the name)}`` of the live processes measured, from one
+    read of ``/proc``; ``system``: the pid of the system's command."""
     procs: dict[int, tuple[str, list[str]]] = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -80,45 +80,47 @@ def cpu_by_role(system: int | None, dev: str) -> dict[str, float]:
             pid = int(procs[pid][1][1])  # the parent
         return False
 
-    out: dict[str, float] = {}
+    out: dict[int, tuple[str, list[str]]] = {}
     for pid, (cmd, stat) in procs.items():
         role = role_of(cmd, of_system(pid), dev)
         if role is not None:
-            out[role] = out.get(role, 0.0) + (int(stat[11]) + int(stat[12])) / _TICK
+            out[pid] = (role, stat)
+    return out
+
+
+def _cpu_s(stat: list[str]) -> float:
+    """User + system CPU seconds of a process's or thread's stat fields (after its name)."""
+    return (int(stat[11]) + int(stat[12])) / _TICK
+
+
+def cpu_by_role(system: int | None, dev: str) -> dict[str, float]:
+    """CPU seconds so far (user + system, of live processes: one that exits in the window is not counted)
+    per role; ``system``: the pid of the system's command."""
+    out: dict[str, float] = {}
+    for role, stat in _processes(system, dev).values():
+        out[role] = out.get(role, 0.0) + _cpu_s(stat)
     return out
 
 
 def _threads(system: int, dev: str) -> dict[tuple[str, int, int], float]:
-    """``{(role/name, pid, tid): CPU seconds}`` of the system's live threads."""
+    """``{(role/name, pid, tid): CPU seconds}`` of the system's live threads (the brokers' are not read)."""
     out: dict[tuple[str, int, int], float] = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        pid = int(entry)
+    for pid, (role, _stat) in _processes(system, dev).items():
+        if role.startswith("broker"):
+            continue
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            ppids = _ancestors(pid)
+            tids = [t for t in os.listdir(f"/proc/{pid}/task") if t.isdigit()]
         except OSError:
             continue
-        role = role_of(cmd, system in ppids, dev)
-        if role is None or role.startswith("broker"):
-            continue
-        for tid in filter(str.isdigit, os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []):
+        for tid in tids:
             try:
                 name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
                 stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
             folded = "".join("#" if c.isdigit() else c for c in name)
-            out[(f"{role}/{folded}", pid, int(tid))] = (int(stat[11]) + int(stat[12])) / _TICK
+            out[(f"{role}/{folded}", pid, int(tid))] = _cpu_s(stat)
     return out
-
-
-def _ancestors(pid: int) -> set[int]:
-    """``pid`` and its ancestors."""
-    seen = {pid}
-    while pid > 1:
-        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        seen.add(pid)
-    return seen
 
 
 def window(seconds: float, system: int | None, dev: str, *, threads: bool = False) -> dict[str, Any]:

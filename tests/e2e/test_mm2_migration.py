@@ -112,10 +112,7 @@ def _mm2_copies(
     remote = f"A.{topic}"
     with mirror_maker(config, workdir, name) as proc:
         wait_for(
-            lambda: (
-                proc.poll() is None
-                and sum(end_offsets(bootstraps["B"], remote).values()) >= total * PARTITIONS
-            ),
+            lambda: proc.poll() is None and sum(end_offsets(bootstraps["B"], remote).values()) >= total * PARTITIONS,
             timeout_s=180,
             what=f"MM2 ({name}) to copy {topic}: {tail(workdir, name, 1500)}",
             interval_s=1.0,

@@ -16,16 +16,22 @@ from sparkmirror.pipeline.reports import Answer, Report
 
 
 class Job:
-    def __init__(self, ids: dict[str, str]) -> None:
+    def __init__(self, ids: dict[str, str], paused: tuple[str, ...] = ()) -> None:
         self.plan = SimpleNamespace(topic_ids=ids)
         self.recreated: tuple[tuple[str, str, str], ...] = ()
+        self.moved: set[str] = set()
+        self.throttle = SimpleNamespace(paused_topics=paused)
+
+    def take_moved(self) -> set[str]:
+        moved, self.moved = self.moved, set()
+        return moved
 
     def topics_recreated(self, changed: list[tuple[str, str, str]]) -> None:
         stream_module.StreamingCopy.topics_recreated(self, changed)  # type: ignore[arg-type]
 
 
 class Look:
-    """A look the test answers: ``ids`` once ``answered``."""
+    """A look the test answers: ``ids`` once ``answered`` (a topic it does not name failed)."""
 
     made: list[Look] = []
 
@@ -39,7 +45,7 @@ class Look:
         return self.answered
 
     def ids(self) -> tuple[dict[str, str], dict[str, str]]:
-        return self.current, {}
+        return self.current, {t: "UNKNOWN_TOPIC_OR_PART" for t in self.topics if t not in self.current}
 
 
 @pytest.fixture
@@ -54,6 +60,8 @@ def flow(monkeypatch: pytest.MonkeyPatch) -> Any:
         flow=SimpleNamespace(name="A->B"),
         _ids_look=None,
         _ids_next=0.0,
+        _ids_all_next=0.0,
+        _ids_unseen=set(),
         clock=clock,
     )
     me.watch = lambda: Flow._watch_topic_ids(me)  # type: ignore[arg-type]
@@ -77,6 +85,13 @@ def test_a_topic_with_another_id_is_told_to_the_job_once_answered(flow: Any) -> 
     assert len(Look.made) == 1  # told: the job's tasks fail on it, no more looks
 
 
+def _answer_last(flow: Any, current: dict[str, str]) -> None:
+    """The last look is answered with ``current`` and read at the next turn."""
+    Look.made[-1].current, Look.made[-1].answered = current, True
+    flow.clock[0] += 1
+    flow.watch()
+
+
 def test_the_same_ids_are_looked_at_again_every_interval(flow: Any) -> None:
     job = flow.copy_job = Job({"a": "id-a"})
     flow.watch()
@@ -85,9 +100,62 @@ def test_the_same_ids_are_looked_at_again_every_interval(flow: Any) -> None:
         flow.clock[0] += 1
         flow.watch()
     assert len(Look.made) == 1
+    job.moved = {"a"}
     flow.clock[0] += flow_module.TOPIC_IDS_EVERY_S
     flow.watch()
     assert len(Look.made) == 2 and job.recreated == ()
+
+
+def test_between_full_looks_only_the_topics_read_since_and_the_paused_ones_are_looked_at(flow: Any) -> None:
+    """A record of a re-created topic reaches the target only through a read, which the tasks report:
+    an idle topic is not described every few seconds (its cost at 1,000 partitions), but every minute."""
+    ids = {"a": "id-a", "b": "id-b", "c": "id-c", "p": "id-p"}
+    job = flow.copy_job = Job(ids, paused=("p",))
+    flow.watch()
+    assert Look.made[-1].topics == ["a", "b", "c", "p"]  # the first look: every topic
+    _answer_last(flow, ids)
+    job.moved = {"b", "gone-from-the-flow"}
+    flow.clock[0] += flow_module.TOPIC_IDS_EVERY_S
+    flow.watch()
+    assert Look.made[-1].topics == ["b", "p"]
+    _answer_last(flow, {"b": "id-b", "p": "id-p2"})  # a paused topic re-created: found before any resume
+    assert job.recreated == (("p", "id-p", "id-p2"),)
+
+
+def test_an_idle_flow_makes_no_look_until_every_topic_is_due(flow: Any) -> None:
+    flow.copy_job = Job({"a": "id-a", "b": "id-b"})
+    flow.watch()
+    _answer_last(flow, {"a": "id-a", "b": "id-b"})
+    turns = int(flow_module.TOPIC_IDS_ALL_EVERY_S) - 2
+    for _ in range(turns):  # nothing read, nothing paused
+        flow.clock[0] += 1
+        flow.watch()
+    assert len(Look.made) == 1
+    flow.clock[0] += flow_module.TOPIC_IDS_EVERY_S
+    flow.watch()
+    assert len(Look.made) == 2 and Look.made[-1].topics == ["a", "b"]
+
+
+def test_a_topic_a_look_did_not_see_is_in_the_next_one(flow: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = flow.copy_job = Job({"a": "id-a", "b": "id-b"})
+    flow.watch()
+    _answer_last(flow, {"a": "id-a"})  # "b" not answered
+    flow.clock[0] += flow_module.TOPIC_IDS_EVERY_S
+    flow.watch()
+    assert Look.made[-1].topics == ["b"]
+    _answer_last(flow, {"b": "id-b"})
+
+    def refused(*_a: Any, **_k: Any) -> None:
+        raise RuntimeError("source unreachable")
+
+    job.moved = {"a"}
+    monkeypatch.setattr(flow_module, "TopicIdLook", refused)
+    flow.clock[0] += flow_module.TOPIC_IDS_EVERY_S
+    flow.watch()  # not asked: "a" waits for the next look
+    monkeypatch.setattr(flow_module, "TopicIdLook", Look)
+    flow.clock[0] += flow_module.TOPIC_IDS_EVERY_S
+    flow.watch()
+    assert Look.made[-1].topics == ["a"]
 
 
 def test_a_look_that_cannot_be_asked_is_said_and_asked_again_later(
@@ -118,7 +186,33 @@ def test_every_answer_of_the_job_names_the_recreated_topics() -> None:
         flow="A->B",
         plan=SimpleNamespace(commit_interval_ms=200),
     )
+    copy._moved = set()
     on_report = stream_module.StreamingCopy._on_report
     assert on_report(copy, Report(0, 0)) == Answer(rate=10.0)  # type: ignore[arg-type]
     stream_module.StreamingCopy.topics_recreated(copy, [("t", "id-1", "id-2")])  # type: ignore[arg-type]
     assert on_report(copy, Report(1, 0)) == Answer(rate=10.0, recreated=(("t", "id-1", "id-2"),))  # type: ignore[arg-type]
+
+
+def test_a_report_that_moves_a_topic_marks_it_for_the_next_look() -> None:
+    """A position that changed (copied or read further) marks its topic; one reported as it was does not."""
+    copy = SimpleNamespace(
+        _lock=threading.Lock(),
+        reported=set(),
+        positions={("a", 0): (5, 9, 5), ("b", 0): (7, 7, 7)},
+        positions_version=0,
+        _moved=set(),
+        _error=None,
+        recorder=SimpleNamespace(metrics=None),
+        throttle=SimpleNamespace(answer=lambda report, stop: Answer()),
+        _stop=threading.Event(),
+        recreated=(),
+        flow="A->B",
+        plan=SimpleNamespace(commit_interval_ms=200),
+    )
+    take = stream_module.StreamingCopy.take_moved
+    on_report = stream_module.StreamingCopy._on_report
+    on_report(copy, Report(0, 0, positions=[("a", 0, 5, 12, 5), ("b", 0, 7, 7, 7)]))  # type: ignore[arg-type]
+    assert take(copy) == set()  # only an end rose: nothing more read
+    on_report(copy, Report(0, 0, positions=[("a", 0, 5, 12, 6), ("c", 0, 0, 3, 0)]))  # type: ignore[arg-type]
+    assert take(copy) == {"a", "c"}  # read past a marker; a partition new to the job
+    assert take(copy) == set()

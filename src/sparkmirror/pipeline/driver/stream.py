@@ -103,6 +103,9 @@ class StreamingCopy:
         }
         #: Counts the reports that changed :attr:`positions` (what the flow's lag is computed from).
         self.positions_version = 0
+        #: Source topics a task copied or read more of since the driver's last look at their ids
+        #: (:meth:`take_moved`): the only ones a re-created topic can have reached the target through.
+        self._moved: set[str] = set()
         token = secrets.token_hex(16)
         self.token = token
         self.server = report_server(spark, recorder.flow.spark.report_port)
@@ -172,6 +175,12 @@ class StreamingCopy:
             ", ".join(parts[:5]) + (" …" if len(parts) > 5 else ""),
         )
 
+    def take_moved(self) -> set[str]:
+        """The source topics whose positions moved since the last call (then forgotten)."""
+        with self._lock:
+            moved, self._moved = self._moved, set()
+        return moved
+
     def topics_recreated(self, changed: Iterable[tuple[str, str, str]]) -> None:
         """``(topic, id the job began with, id now)`` of each topic: the tasks copying these topics fail at
         their next answer, before they copy more of them (a re-created topic's offsets are not the old one's)."""
@@ -238,7 +247,10 @@ class StreamingCopy:
             for t, p, nxt, end, read in report.positions:
                 # The end never goes back: a consumer forgets a deleted topic's (-1), and that end is
                 # what tells whether its records were all mirrored (pipeline/driver/deletions.py).
-                seen = self.positions.get((t, p), (nxt, -1, read))[1]
+                held = self.positions.get((t, p))
+                seen = -1 if held is None else held[1]
+                if held is None or held[0] != nxt or held[2] != read:
+                    self._moved.add(t)
                 self.positions[(t, p)] = (nxt, max(end, seen), read)
             if report.positions:
                 self.positions_version += 1

@@ -177,7 +177,7 @@ def test_every_answer_of_the_job_names_the_recreated_topics() -> None:
         _lock=threading.Lock(),
         reported=set(),
         positions={},
-        positions_version=0,
+        lag=0,
         _error=None,
         recorder=SimpleNamespace(metrics=None),
         throttle=SimpleNamespace(answer=lambda report, stop: Answer(rate=10.0)),
@@ -194,12 +194,13 @@ def test_every_answer_of_the_job_names_the_recreated_topics() -> None:
 
 
 def test_a_report_that_moves_a_topic_marks_it_for_the_next_look() -> None:
-    """A position that changed (copied or read further) marks its topic; one reported as it was does not."""
+    """A position that changed (copied or read further) marks its topic; one reported as it was does not.
+    The flow's lag follows the reports."""
     copy = SimpleNamespace(
         _lock=threading.Lock(),
         reported=set(),
         positions={("a", 0): (5, 9, 5), ("b", 0): (7, 7, 7)},
-        positions_version=0,
+        lag=4,
         _moved=set(),
         _error=None,
         recorder=SimpleNamespace(metrics=None),
@@ -216,3 +217,7 @@ def test_a_report_that_moves_a_topic_marks_it_for_the_next_look() -> None:
     on_report(copy, Report(0, 0, positions=[("a", 0, 5, 12, 6), ("c", 0, 0, 3, 0)]))  # type: ignore[arg-type]
     assert take(copy) == {"a", "c"}  # read past a marker; a partition new to the job
     assert take(copy) == set()
+    # The flow's lag, kept as reports come: a's end 12 past 5, c's 3 past 0, b none.
+    assert copy.lag == 7 + 3
+    on_report(copy, Report(0, 0, positions=[("a", 0, 12, 11, 12), ("b", 0, 7, 9, 7)]))  # type: ignore[arg-type]
+    assert copy.lag == 0 + 2 + 3  # a's end never goes back (12); b's rose

@@ -237,7 +237,6 @@ class Flow:
         self.step: tuple[str, str] = ("source", "start")
         self.copy_job: StreamingCopy | None = None
         #: The copy job and the version of its positions the flow's lag was last computed from.
-        self._lag_of: tuple[StreamingCopy, int] | None = None
         #: The driver's look at the running copy's source topic ids, and when the next is due.
         self._ids_look: tuple[StreamingCopy, TopicIdLook] | None = None
         self._ids_next = 0.0
@@ -689,11 +688,8 @@ class Flow:
                 "off from the target longer than the lease's session and another instance may run the flow now"
             )
         job = self.copy_job
-        if job is not None and self._lag_of != (job, job.positions_version):
-            # Only when a task reported new positions: an idle flow's are the same (at 1,000 partitions
-            # the sum is worth skipping twice a second).
-            self._lag_of = (job, job.positions_version)
-            self.progress.lag = lag_from_progress(last_progress(job))
+        if job is not None:
+            self.progress.lag = job.lag
         changed = self.control.poll()
         if changed is not None:
             self._follow(changed)

@@ -128,6 +128,25 @@ def test_an_idle_partitions_positions_are_reported_once_then_only_when_the_consu
     assert task._positions(consumer) == [("t", 0, 10, 70, 10)]  # type: ignore[arg-type]
 
 
+def test_an_unthrottled_task_looks_at_the_ends_of_the_partitions_it_touched_only() -> None:
+    """Each second's report looks at the ends of the partitions the consumer handed something of; the
+    others' ends are looked at with every partition's positions (``every``), and each second while a
+    limit may hold the task back (``ends``: its consumer learns ends it hands no record of)."""
+    task = StreamTask(PLAN, 0, [SourceRange("t", p, 0, 100) for p in range(3)])
+    task.next = {("t", 0): 10, ("t", 1): 20, ("t", 2): 30}
+    consumer = Consumer([])
+    task._positions(consumer)  # type: ignore[arg-type]
+    consumer.ends[("t", 0)] = 70  # an open source transaction's records: nothing handed
+    consumer.msgs = [Msg("t", 1, 20)]
+    consumer.ends[("t", 1)] = 65
+    task._read(consumer, Sink(), 0.1, 100)  # type: ignore[arg-type]
+    assert task._positions(consumer, ends=False) == [("t", 1, 21, 65, 50)]  # type: ignore[arg-type]
+    assert task._positions(consumer, ends=False) == []  # type: ignore[arg-type]
+    assert task._positions(consumer, ends=True) == [("t", 0, 10, 70, 50)]  # type: ignore[arg-type]
+    consumer.ends[("t", 2)] = 90
+    assert [p[3] for p in task._positions(consumer, every=True, ends=True)] == [70, 65, 90]  # type: ignore[arg-type]
+
+
 def test_a_task_fails_at_the_answer_that_says_one_of_its_topics_was_recreated() -> None:
     """The driver checks the source topic ids while the tasks run; an answer naming a topic of this task's
     fails it before it reads more (naming the topic and both ids); another task's topic does not."""

@@ -62,8 +62,11 @@ _HEARTBEAT_S = 1.0
 #: Seconds between two reports of every partition's positions (between them, a report has those the
 #: consumer touched or whose end rose): whatever else the driver holds is renewed this often.
 _ALL_POSITIONS_S = 10.0
-#: Seconds between two collections of the worker's heap while the collector is paused.
+#: Seconds between two collections of what the task made since the last one while the collector is
+#: paused, and how many of those between two collections of the worker's whole heap (25 ms each in an
+#: idle worker: docs/performance.md, an idle flow).
 _COLLECT_EVERY_S = 60.0
+_FULL_COLLECT_EVERY = 10
 
 
 def stream_partitions(
@@ -159,6 +162,7 @@ class StreamTask:
         most = max(1, plan.interval_max_records // 2 if beside else plan.interval_max_records)
         next_commit = time.monotonic() + interval_s
         next_collect = time.monotonic() + _COLLECT_EVERY_S
+        collections = 0
         next_report = 0.0  # a task reports (and learns of a stop) at least this often
         next_all = 0.0  # every partition's positions at least this often
         handed = 0  # records handed to the sink since the last seal
@@ -221,8 +225,10 @@ class StreamTask:
             every = final or (beat and now >= next_all)
             if every:
                 next_all = now + _ALL_POSITIONS_S
-            positions = self._positions(consumer, every=every) if beat or final else []
             copied, held = self._window()
+            # Every end while the budget holds the task back: the consumer learns ends it hands no record of.
+            ends = every or held > 0 or self.budget.rate is not None
+            positions = self._positions(consumer, every=every, ends=ends) if beat or final else []
             report = Report(
                 self.task, attempt, rows, positions, final=final,
                 copied_bytes=copied, window_s=now - last_report, held_s=held,
@@ -240,7 +246,9 @@ class StreamTask:
                     log.debug("flow=%s task %d: %d idle producers closed", plan.flow, self.task, rested)
             if now >= next_collect:
                 next_collect = now + _COLLECT_EVERY_S
-                gc.collect()
+                collections += 1
+                # The young generations: a cycle that outlived one collection waits for the whole heap's.
+                gc.collect() if collections % _FULL_COLLECT_EVERY == 0 else gc.collect(1)
 
     def _check_topic_ids(self) -> None:
         """Before the first read: fail the task when a source topic now has another id than the job began
@@ -296,7 +304,7 @@ class StreamTask:
         self._control_version = answer.version
         self.budget.set_rate(answer.rate, time.monotonic())
         topics = set(answer.paused)
-        paused = {k for k in self.ranges if k[0] in topics and k not in self.done}
+        paused = {k for k in self.ranges if k[0] in topics and k not in self.done} if topics else set()
         stop, go = sorted(paused - self.paused), sorted((self.paused - paused) - self.done)
         if stop:
             consumer.pause([TopicPartition(t, p) for t, p in stop])
@@ -394,19 +402,26 @@ class StreamTask:
             )
         check_client_error(self.plan.flow, err, "the task is restarted")
 
-    def _positions(self, consumer: Consumer | None, *, every: bool = False) -> list[tuple[str, int, int, int, int]]:
+    def _positions(
+        self, consumer: Consumer | None, *, every: bool = False, ends: bool = True
+    ) -> list[tuple[str, int, int, int, int]]:
         """The next offset to copy, the source's end as the consumer last saw it (-1: not seen yet), and
         how far the task has read it: the consumer's position, which passes transaction markers and
         aborted records the task never sees (the next offset for a paused partition, whose position may
         be past records it skipped); of ``every`` partition, else of those touched since the last report
-        and those whose end rose (every partition's end is looked at each time, in the consumer's cache:
-        an end it learnt without handing a record, while the task is throttled or a source transaction
-        is open, is reported as soon as before). The driver keeps the others': their positions have not
-        changed. The first report has every partition's (all are touched)."""
+        and those whose end rose. The driver keeps the others': their positions have not changed. The
+        first report has every partition's (all are touched).
+
+        The ends are looked at in the consumer's cache (no request): of every partition if ``ends`` (a
+        throttled task's consumer learns ends it hands no record of), else of the touched ones. An
+        unthrottled task hands a committed record as soon as the consumer has it, so an end seen
+        without one is of records it is not to copy (an open or aborted source transaction's, or a
+        paused partition's, which the consumer does not fetch): reported with the next ``every``.
+        Looking at 500 ends each second was half an idle task's CPU (docs/performance.md)."""
         from confluent_kafka import TopicPartition
 
         if consumer is not None:
-            self._touched.update(self._note_ends(consumer, list(self.next)))
+            self._touched.update(self._note_ends(consumer, list(self.next) if ends else list(self._touched)))
         keys = list(self.next) if every else [k for k in self.next if k in self._touched]
         self._touched.clear()
         read: dict[PartitionKey, int] = {}

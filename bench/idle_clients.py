@@ -9,8 +9,9 @@ adding a client to the ones before:
   then with the task's reader of 500 partitions at ``fetch.wait.max.ms`` 500, then 1,000; then an
   admin client describing the 100 topics every 5 s (the task's topic-id check); then that admin idle.
 - ``producers``: 32 producers alone, idempotent, plain, and idempotent with sparse connections.
+- ``reader``: the task's reader of 500 partitions alone, at each ``fetch.wait.max.ms`` of ``--waits``.
 
-    .venv/bin/python bench/idle_clients.py [clients|producers] [--base-port 31300]
+    .venv/bin/python bench/idle_clients.py [clients|producers|reader] [--base-port 31300] [--waits 500,1000]
 
 One JSON line per step; docs/performance.md ("An idle flow of 1,000 partitions") has what it found.
 """
@@ -66,26 +67,34 @@ def producers(boot: str, extra: dict[str, Any]) -> list[Any]:
     return out
 
 
-def clients(boot: str) -> None:
-    from confluent_kafka import Consumer, TopicCollection, TopicPartition
+def reader(boot: str, wait: str) -> Any:
+    """The task's reader of the 500 partitions at ``fetch.wait.max.ms`` ``wait``, caught up."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": boot, "group.id": f"idle-clients-{wait}", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "enable.partition.eof": True,
+                  "fetch.wait.max.ms": wait, "max.partition.fetch.bytes": "10485760"})  # fmt: skip
+    c.assign([TopicPartition(t, p, 0) for t, n in TOPICS.items() for p in range(n)])
+    while c.poll(2) is not None:
+        pass
+    return c
+
+
+def readers(boot: str, waits: list[str], label: str = "") -> None:
+    for wait in waits:
+        c = reader(boot, wait)
+        measure(f"{label}consumer of 500 partitions, fetch.wait.max.ms {wait}", step=lambda c=c: c.poll(0.5))
+        c.close()
+
+
+def clients(boot: str, waits: list[str]) -> None:
+    from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AdminClient
 
     measure("nothing", 10)
     kept = producers(boot, {})
     measure("32 idle producers")
-    for wait in ("500", "1000"):
-        c = Consumer({"bootstrap.servers": boot, "group.id": f"idle-clients-{wait}", "enable.auto.commit": False,
-                      "isolation.level": "read_committed", "enable.partition.eof": True,
-                      "fetch.wait.max.ms": wait, "max.partition.fetch.bytes": "10485760"})  # fmt: skip
-        c.assign([TopicPartition(t, p, 0) for t, n in TOPICS.items() for p in range(n)])
-        while c.poll(2) is not None:
-            pass
-
-        def read(c: Consumer = c) -> None:
-            c.poll(0.5)
-
-        measure(f"32 producers + consumer of 500 partitions, fetch.wait.max.ms {wait}", step=read)
-        c.close()
+    readers(boot, waits, "32 producers + ")
     admin = AdminClient({"bootstrap.servers": boot})
     due = [0.0]
 
@@ -102,7 +111,7 @@ def clients(boot: str) -> None:
     del kept
 
 
-def producer_variants(boot: str) -> None:
+def producer_variants(boot: str, _waits: list[str]) -> None:
     for label, extra in [
         ("32 idempotent producers", {}),
         ("32 plain producers", {"enable.idempotence": False}),
@@ -116,7 +125,8 @@ def producer_variants(boot: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", nargs="?", default="clients", choices=["clients", "producers"])
+    ap.add_argument("what", nargs="?", default="clients", choices=["clients", "producers", "reader"])
+    ap.add_argument("--waits", default="500,1000", help="the reader's fetch.wait.max.ms values, comma-separated")
     ap.add_argument("--base-port", type=int, default=31300)
     ap.add_argument("--workdir", default="/tmp/sparkmirror-idle-clients")
     args = ap.parse_args()
@@ -124,7 +134,13 @@ def main() -> None:
     try:
         boot = cluster.up(["A"], base_port=args.base_port)["A"]
         scale.create_topics(boot, TOPICS)
-        (clients if args.what == "clients" else producer_variants)(boot)
+        waits = args.waits.split(",")
+        if args.what == "reader":
+            del producers(boot, {})[:]  # a record in each partition, then no producer
+            measure("nothing", 10)
+            readers(boot, waits)
+        else:
+            (clients if args.what == "clients" else producer_variants)(boot, waits)
     finally:
         cluster.down()
 

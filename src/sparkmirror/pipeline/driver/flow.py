@@ -236,7 +236,6 @@ class Flow:
         #: (source or target, operation): what the flow does now (named when a cluster refuses it).
         self.step: tuple[str, str] = ("source", "start")
         self.copy_job: StreamingCopy | None = None
-        #: The copy job and the version of its positions the flow's lag was last computed from.
         #: The driver's look at the running copy's source topic ids, and when the next is due.
         self._ids_look: tuple[StreamingCopy, TopicIdLook] | None = None
         self._ids_next = 0.0

@@ -248,7 +248,7 @@ class StreamTask:
                 next_collect = now + _COLLECT_EVERY_S
                 collections += 1
                 # The young generations: a cycle that outlived one collection waits for the whole heap's.
-                gc.collect() if collections % _FULL_COLLECT_EVERY == 0 else gc.collect(1)
+                gc.collect(2 if collections % _FULL_COLLECT_EVERY == 0 else 1)
 
     def _check_topic_ids(self) -> None:
         """Before the first read: fail the task when a source topic now has another id than the job began

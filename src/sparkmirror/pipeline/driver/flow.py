@@ -689,6 +689,7 @@ class Flow:
         job = self.copy_job
         if job is not None:
             self.progress.lag = job.lag
+            job.check_started()  # said once if a task has waited a minute for a slot (``--once`` too)
         changed = self.control.poll()
         if changed is not None:
             self._follow(changed)

@@ -139,7 +139,7 @@ class StreamingCopy:
 
     def progress_json(self) -> dict[str, object]:
         """The tasks' positions in the shape of a StreamingQueryProgress (its sources' offsets)."""
-        self._check_started()
+        self.check_started()
         done: dict[str, dict[str, int]] = {}
         latest: dict[str, dict[str, int]] = {}
         with self._lock:
@@ -153,7 +153,7 @@ class StreamingCopy:
         with self._lock:
             return dict(self.positions)
 
-    def _check_started(self) -> None:
+    def check_started(self) -> None:
         """Say once if a task has not started a minute after the job: it waits for a task slot (a core),
         and its partitions are not copied meanwhile."""
         if self._slow_start_said or time.monotonic() - self.started < START_WAIT_S or not self.isActive:
@@ -246,6 +246,7 @@ class StreamingCopy:
             self.reported.add(report.task)
             # A task's report carries the positions that may have changed since its last (every
             # partition's in its first and last, and every 10 s): the others' stay as they were.
+            lag = self.lag  # assigned once: the driver's loop reads it without the lock
             for t, p, nxt, end, read in report.positions:
                 # The end never goes back: a consumer forgets a deleted topic's (-1), and that end is
                 # what tells whether its records were all mirrored (pipeline/driver/deletions.py).
@@ -255,11 +256,12 @@ class StreamingCopy:
                     self._moved.add(t)
                 else:
                     seen = held[1]
-                    self.lag -= max(0, seen - held[0])
+                    lag -= max(0, seen - held[0])
                     if held[0] != nxt or held[2] != read:
                         self._moved.add(t)
                 self.positions[(t, p)] = (nxt, max(end, seen), read)
-                self.lag += max(0, max(end, seen) - nxt)
+                lag += max(0, max(end, seen) - nxt)
+            self.lag = lag
             if self._error is None and results:
                 try:
                     self.recorder.record(results)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
@@ -9,6 +14,7 @@ from source_messages import SourceMessage
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.ranges import SourceRange
 from sparkmirror.pipeline.exceptions import WriteError
+from sparkmirror.pipeline.executor import stream
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.stream import StreamTask
 from sparkmirror.pipeline.reports import Answer
@@ -159,3 +165,80 @@ def test_a_task_fails_at_the_answer_that_says_one_of_its_topics_was_recreated() 
     text = str(raised.value)
     assert "source topic u was deleted and re-created" in text and "id-3" in text and "id-4" in text
     assert "other" not in text and raised.value.retriable
+
+
+class Sealed:
+    def __init__(self, key: tuple[str, int]) -> None:
+        self.topic, self.partition = key
+
+
+class BlockedSink(Sink):
+    """A sink whose first interval does not finish until the test lets it (a slow or absent target)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release_finish = threading.Event()
+
+    def serve(self) -> None:
+        pass
+
+    def seal(self) -> list[Sealed]:
+        sealed, self.written = [Sealed(k) for k in self.written], {}
+        return sealed
+
+    def finish(self, _sealed: list[Sealed]) -> list[object]:
+        self.release_finish.wait(10)
+        return []
+
+    def release(self) -> None:
+        pass
+
+    def rest_idle(self, _idle_s: float) -> int:
+        return 0
+
+
+class Channel:
+    def __init__(self) -> None:
+        self.answers = 0
+        self.answer = Answer()
+        self.stop_requested = False
+        self.reports: list[object] = []
+
+    def post(self, report: object) -> bool:
+        self.reports.append(report)
+        return True
+
+    def send(self, report: object) -> None:
+        self.reports.append(report)
+
+
+def test_a_task_held_back_by_an_interval_still_finishing_reports_the_ends_its_consumer_learnt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full interval waits for the one before it to finish (a slow target): the task reads nothing
+    meanwhile, but its consumer fetches ahead and learns ends it hands no record of. Each second's report
+    has those ends (the flow's lag, and what a deleted topic's judge compares with), not only every 10 s."""
+    monkeypatch.setattr(stream, "_HEARTBEAT_S", 0.2)
+    plan = dataclasses.replace(PLAN, interval_max_records=2, commit_interval_ms=60_000)  # an interval of 1 record
+    task = StreamTask(plan, 0, [SourceRange("t", 0, 0, 100), SourceRange("t", 1, 0, 100)])
+    task.next = {("t", 0): 10, ("t", 1): 20}
+    consumer = Consumer([Msg("t", 0, 10), Msg("t", 0, 11)])
+    sink, channel = BlockedSink(), Channel()
+    finisher = ThreadPoolExecutor(max_workers=1)
+    copy = threading.Thread(target=task._copy, args=(sink, consumer, channel, 0, finisher))
+    copy.start()
+    try:
+        deadline = time.monotonic() + 5
+        while len(channel.reports) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the first report (every partition's), then one while the interval finishes
+        consumer.ends[("t", 1)] = 95  # fetched ahead, nothing handed: the task does not read
+        seen = len(channel.reports)
+        while len(channel.reports) < seen + 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        channel.stop_requested = True
+        sink.release_finish.set()
+        copy.join(10)
+        finisher.shutdown()
+    beats = [r for r in channel.reports[seen:] if not r.final]  # type: ignore[attr-defined]
+    assert ("t", 1, 20, 95, 50) in [pos for r in beats for pos in r.positions]  # not the last report's

@@ -166,6 +166,7 @@ class StreamTask:
         next_report = 0.0  # a task reports (and learns of a stop) at least this often
         next_all = 0.0  # every partition's positions at least this often
         handed = 0  # records handed to the sink since the last seal
+        unread = False  # a read was left out since the last report (the last interval still finishing)
         stopping = False
         finishing: Future[list[PartitionResult]] | None = None
         last_report = time.monotonic()
@@ -196,6 +197,7 @@ class StreamTask:
                     self._copied += nbytes
                     self.budget.take(nbytes, records, time.monotonic())
             elif finishing is not None:
+                unread = True  # the consumer fetches ahead meanwhile: ends it hands no record of
                 futures_wait([finishing], timeout=_IDLE_WAIT_S)  # nothing to read until it is done
             sink.serve()
             stopping = stopping or channel.stop_requested  # told to stop: finish what was written, then end
@@ -226,9 +228,12 @@ class StreamTask:
             if every:
                 next_all = now + _ALL_POSITIONS_S
             copied, held = self._window()
-            # Every end while the budget holds the task back: the consumer learns ends it hands no record of.
-            ends = every or held > 0 or self.budget.rate is not None
+            # Every end while the budget or a finishing interval holds the reads back: the consumer learns
+            # ends it hands no record of.
+            ends = every or held > 0 or unread or self.budget.rate is not None
             positions = self._positions(consumer, every=every, ends=ends) if beat or final else []
+            if beat or final:
+                unread = False
             report = Report(
                 self.task, attempt, rows, positions, final=final,
                 copied_bytes=copied, window_s=now - last_report, held_s=held,
@@ -413,10 +418,11 @@ class StreamTask:
         first report has every partition's (all are touched).
 
         The ends are looked at in the consumer's cache (no request): of every partition if ``ends`` (a
-        throttled task's consumer learns ends it hands no record of), else of the touched ones. An
-        unthrottled task hands a committed record as soon as the consumer has it, so an end seen
-        without one is of records it is not to copy (an open or aborted source transaction's, or a
-        paused partition's, which the consumer does not fetch): reported with the next ``every``.
+        task whose reads were held back, by the byte budget or by a full interval still finishing, has
+        a consumer that learns ends it hands no record of), else of the touched ones. A task that read
+        all along hands a committed record as soon as the consumer has it, so an end seen without one
+        is of records it is not to copy (an open or aborted source transaction's, or a paused
+        partition's, which the consumer does not fetch): reported with the next ``every``.
         Looking at 500 ends each second was half an idle task's CPU (docs/performance.md)."""
         from confluent_kafka import TopicPartition
 

@@ -60,8 +60,11 @@ class TopicIdLook:
         return all(f.done() for f in self.futures.values())
 
     def ids(self, *, wait: bool = False) -> tuple[dict[str, str], dict[str, str]]:
-        """``({topic: id}, {topic: why not})`` of the topics answered (``wait``: of all, waiting for them);
-        a topic deleted meanwhile is among the second."""
+        """``({topic: id}, {topic: why not})`` of the topics answered (``wait``: of all, waiting for them).
+        A topic the source answered "unknown topic" for (deleted, not re-created yet) is in neither: it
+        exists under no id now, and a look again finds nothing until it is re-created."""
+        from confluent_kafka import KafkaError
+
         out: dict[str, str] = {}
         failed: dict[str, str] = {}
         for name, fut in self.futures.items():
@@ -69,9 +72,11 @@ class TopicIdLook:
                 continue
             try:
                 out[name] = str(fut.result().topic_id)
-            except Exception as exc:  # noqa: BLE001 - a topic deleted meanwhile is not re-created (yet)
+            except Exception as exc:  # noqa: BLE001 - not answered, or gone: no id either way
                 log.debug("describe %s: %s", name, exc)
-                failed[name] = str(exc)
+                error = exc.args[0] if exc.args else None
+                if not (isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+                    failed[name] = str(exc)
         return out, failed
 
 

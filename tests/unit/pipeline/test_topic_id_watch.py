@@ -31,7 +31,8 @@ class Job:
 
 
 class Look:
-    """A look the test answers: ``ids`` once ``answered`` (a topic it does not name failed)."""
+    """A look the test answers: ``ids`` once ``answered`` (a topic it does not name failed, unless ``gone``:
+    the source said it does not know it)."""
 
     made: list[Look] = []
 
@@ -39,13 +40,14 @@ class Look:
         self.topics = sorted(topics)
         self.answered = False
         self.current: dict[str, str] = {}
+        self.gone: set[str] = set()
         Look.made.append(self)
 
     def done(self) -> bool:
         return self.answered
 
     def ids(self) -> tuple[dict[str, str], dict[str, str]]:
-        return self.current, {t: "UNKNOWN_TOPIC_OR_PART" for t in self.topics if t not in self.current}
+        return self.current, {t: "timed out" for t in self.topics if t not in self.current and t not in self.gone}
 
 
 @pytest.fixture
@@ -221,3 +223,49 @@ def test_a_report_that_moves_a_topic_marks_it_for_the_next_look() -> None:
     assert copy.lag == 7 + 3
     on_report(copy, Report(0, 0, positions=[("a", 0, 12, 11, 12), ("b", 0, 7, 9, 7)]))  # type: ignore[arg-type]
     assert copy.lag == 0 + 2 + 3  # a's end never goes back (12); b's rose
+
+
+def test_a_deleted_topic_is_not_looked_at_again_until_it_is_read_or_every_topic_is_due(
+    flow: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A topic deleted and not re-created answers "unknown topic": it has no id to compare, and until it is
+    re-created nothing of it is read, so it is not carried into each look (nor said every 5 s)."""
+    job = flow.copy_job = Job({"a": "id-a", "gone": "id-g"})
+    flow.watch()
+    Look.made[-1].gone = {"gone"}
+    _answer_last(flow, {"a": "id-a"})
+    for _ in range(3):
+        flow.clock[0] += flow_module.TOPIC_IDS_EVERY_S
+        flow.watch()
+    assert len(Look.made) == 1 and "not looked at" not in caplog.text
+    job.moved = {"gone"}  # re-created and read: its next look
+    flow.clock[0] += flow_module.TOPIC_IDS_EVERY_S
+    flow.watch()
+    assert Look.made[-1].topics == ["gone"]
+
+
+def test_a_look_tells_a_topic_the_source_does_not_know_from_one_it_did_not_answer_for() -> None:
+    """``TopicIdLook.ids``: "unknown topic" (deleted) is neither an id nor a failure to look again at."""
+    from concurrent.futures import Future
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from sparkmirror.kafka.topicids import TopicIdLook
+
+    def answered(result: Any = None, error: int | None = None) -> Future[Any]:
+        fut: Future[Any] = Future()
+        if error is None:
+            fut.set_result(result)
+        else:
+            fut.set_exception(KafkaException(KafkaError(error)))
+        return fut
+
+    look = TopicIdLook.__new__(TopicIdLook)
+    look.futures = {
+        "a": answered(SimpleNamespace(topic_id="id-a")),
+        "gone": answered(error=KafkaError.UNKNOWN_TOPIC_OR_PART),
+        "slow": answered(error=KafkaError._TIMED_OUT),
+        "waiting": Future(),
+    }
+    ids, failed = look.ids()
+    assert ids == {"a": "id-a"} and sorted(failed) == ["slow"]

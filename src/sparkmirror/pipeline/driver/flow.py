@@ -634,9 +634,11 @@ class Flow:
 
         A look is at the topics whose positions the tasks' reports moved since the last look (a record
         of a re-created topic reaches the target only through a read, and every read is reported within
-        a second), and the paused ones (found before a resume reads them); every topic every
-        :data:`TOPIC_IDS_ALL_EVERY_S`. A flow whose topics are idle makes no look in between: a look at
-        1,000 partitions costs the driver 18 ms of CPU (docs/performance.md, an idle flow)."""
+        a second), the paused ones (found before a resume reads them), and those the last look had no
+        answer for (a topic the source says is unknown, deleted and not re-created, is not: it is read
+        again only once re-created); every topic every :data:`TOPIC_IDS_ALL_EVERY_S`. A flow whose
+        topics are idle makes no look in between: a look at 1,000 partitions costs the driver 18 ms of
+        CPU (docs/performance.md, an idle flow)."""
         job = self.copy_job
         if job is None or job.recreated or not job.plan.topic_ids:
             self._ids_look = None

@@ -71,9 +71,11 @@ def reader(boot: str, wait: str) -> Any:
     """The task's reader of the 500 partitions at ``fetch.wait.max.ms`` ``wait``, caught up."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": boot, "group.id": f"idle-clients-{wait}", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "enable.partition.eof": True,
-                  "fetch.wait.max.ms": wait, "max.partition.fetch.bytes": "10485760"})  # fmt: skip
+    from sparkmirror.pipeline.executor.plan import READER_DEFAULTS, READER_SETTINGS
+
+    # The task's own settings (pipeline/executor/plan.py), the wait measured instead of its default.
+    conf = {**READER_DEFAULTS, **READER_SETTINGS, "fetch.wait.max.ms": wait}
+    c = Consumer({"bootstrap.servers": boot, "group.id": f"idle-clients-{wait}", **conf})
     c.assign([TopicPartition(t, p, 0) for t, n in TOPICS.items() for p in range(n)])
     while c.poll(2) is not None:
         pass

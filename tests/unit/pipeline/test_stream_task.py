@@ -114,7 +114,8 @@ def test_a_paused_topics_partitions_are_paused_and_resumed_where_the_task_stands
 def test_an_idle_partitions_positions_are_reported_once_then_only_when_the_consumer_hands_something() -> None:
     """The first report has every partition's positions; later ones only those the consumer handed a
     record or an event of (an idle task of 500 partitions does not ask for 500 positions a second),
-    except every ``_ALL_POSITIONS_S`` and in the last report."""
+    except every ``_ALL_POSITIONS_S`` and in the last report, and of those only what changed since the
+    driver was told (it keeps the rest)."""
     task = StreamTask(PLAN, 0, [SourceRange("t", p, 0, 100) for p in range(3)])
     task.next = {("t", 0): 10, ("t", 1): 20, ("t", 2): 30}
     consumer = Consumer([])
@@ -123,12 +124,21 @@ def test_an_idle_partitions_positions_are_reported_once_then_only_when_the_consu
     assert task._positions(consumer) == []  # type: ignore[arg-type]
     consumer.msgs = [Msg("t", 1, 20), Msg("t", 2, 30, eof=True)]
     task._read(consumer, Sink(), 0.1, 100)  # type: ignore[arg-type]
-    assert task._positions(consumer) == [("t", 1, 21, 60, 50), ("t", 2, 30, 60, 50)]  # type: ignore[arg-type]
+    # the end event of t[2] changed nothing the driver holds (the fake's position is always 50)
+    assert task._positions(consumer) == [("t", 1, 21, 60, 50)]  # type: ignore[arg-type]
     assert task._positions(consumer) == []  # type: ignore[arg-type]
     # paused, then resumed: their positions change meaning (a paused partition reports its next offset)
     task._follow(consumer, Answer(paused=("t",)))  # type: ignore[arg-type]
     assert [p[:3] for p in task._positions(consumer)] == [("t", 0, 10), ("t", 1, 21), ("t", 2, 30)]  # type: ignore[arg-type]
-    assert len(task._positions(consumer, every=True)) == 3  # type: ignore[arg-type]
+    assert task._positions(consumer, every=True) == []  # type: ignore[arg-type]
+    task._follow(consumer, Answer())  # type: ignore[arg-type]
+    task.next[("t", 2)] = 31  # looked at with every partition, only what changed is sent
+    consumer.calls.clear()
+    assert [p[:3] for p in task._positions(consumer, every=True)] == [("t", 0, 10), ("t", 1, 21), ("t", 2, 31)]  # type: ignore[arg-type]
+    assert ("position", [("t", 0), ("t", 1), ("t", 2)]) in consumer.calls
+    assert task._positions(consumer, every=True) == []  # type: ignore[arg-type]
+    task._follow(consumer, Answer(paused=("t",)))  # type: ignore[arg-type]
+    task._positions(consumer)  # type: ignore[arg-type]
     # an end the consumer learnt without handing anything (records held in its queue, an open transaction)
     consumer.ends[("t", 0)] = 70
     assert task._positions(consumer) == [("t", 0, 10, 70, 10)]  # type: ignore[arg-type]
@@ -150,7 +160,7 @@ def test_an_unthrottled_task_looks_at_the_ends_of_the_partitions_it_touched_only
     assert task._positions(consumer, ends=False) == []  # type: ignore[arg-type]
     assert task._positions(consumer, ends=True) == [("t", 0, 10, 70, 50)]  # type: ignore[arg-type]
     consumer.ends[("t", 2)] = 90
-    assert [p[3] for p in task._positions(consumer, every=True, ends=True)] == [70, 65, 90]  # type: ignore[arg-type]
+    assert [p[:4] for p in task._positions(consumer, every=True, ends=True)] == [("t", 2, 30, 90)]  # type: ignore[arg-type]
 
 
 def test_a_task_fails_at_the_answer_that_says_one_of_its_topics_was_recreated() -> None:

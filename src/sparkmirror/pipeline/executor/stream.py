@@ -106,6 +106,9 @@ class StreamTask:
         #: start, then those the consumer handed a record or an event of, whose end rose, or that flow
         #: control paused or resumed.
         self._touched: set[PartitionKey] = set(self.ranges)
+        #: What the driver was last told of each partition (next offset, end, read up to): a position
+        #: looked at again and found the same is not sent again.
+        self._reported: dict[PartitionKey, tuple[int, int, int]] = {}
 
     def run(self) -> list[PartitionResult]:
         from pyspark import TaskContext
@@ -414,8 +417,10 @@ class StreamTask:
         how far the task has read it: the consumer's position, which passes transaction markers and
         aborted records the task never sees (the next offset for a paused partition, whose position may
         be past records it skipped); of ``every`` partition, else of those touched since the last report
-        and those whose end rose. The driver keeps the others': their positions have not changed. The
-        first report has every partition's (all are touched).
+        and those whose end rose; of these, those that changed since the task last reported them. The
+        driver keeps the others': their positions have not changed (reports are never lost: a failed
+        channel fails the task, and a new attempt reports every partition's first). The first report
+        has every partition's (none was reported).
 
         The ends are looked at in the consumer's cache (no request): of every partition if ``ends`` (a
         task whose reads were held back, by the byte budget or by a full interval still finishing, has
@@ -443,7 +448,10 @@ class StreamTask:
         out = []
         for t, p in keys:
             nxt = self.next[(t, p)]
-            out.append((t, p, nxt, self._ends.get((t, p), -1), max(nxt, read.get((t, p), nxt))))
+            now = (nxt, self._ends.get((t, p), -1), max(nxt, read.get((t, p), nxt)))
+            if self._reported.get((t, p)) != now:
+                self._reported[(t, p)] = now
+                out.append((t, p, *now))
         return out
 
     def _note_ends(self, consumer: Consumer, keys: list[PartitionKey]) -> list[PartitionKey]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from sparkmirror.pipeline.session import executor_python
+from sparkmirror.pipeline.session import JVM_OPTIONS, executor_python, java_options
 
 
 def test_executor_python_from_the_setting_wins_over_the_environment() -> None:
@@ -16,3 +17,15 @@ def test_executor_python_from_the_setting_wins_over_the_environment() -> None:
 def test_executor_python_defaults_to_pyspark_python_then_this_interpreter() -> None:
     assert executor_python({}, {"PYSPARK_PYTHON": "/opt/py/bin/python"}) == "/opt/py/bin/python"
     assert executor_python({}, {}) == sys.executable
+
+
+def test_the_jvms_get_the_idle_options_ahead_of_the_operators_own() -> None:
+    """Spark's JVMs carry no records: serial GC, C1 only, no perf-data sampling, unless the operator's
+    options (later on the line: HotSpot takes the last) say otherwise; the driver's log4j2 file unless
+    the operator names one."""
+    out = java_options({"spark.executor.extraJavaOptions": "-XX:+UsePerfData"}, Path("/x/log4j2.properties"))
+    assert out["spark.driver.extraJavaOptions"] == f"{JVM_OPTIONS} -Dlog4j2.configurationFile=file:/x/log4j2.properties"
+    assert out["spark.executor.extraJavaOptions"] == f"{JVM_OPTIONS} -XX:+UsePerfData"
+    assert "-XX:+UseSerialGC" in JVM_OPTIONS
+    own = java_options({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/mine"}, Path("/x"))
+    assert own["spark.driver.extraJavaOptions"] == f"{JVM_OPTIONS} -Dlog4j2.configurationFile=file:/mine"

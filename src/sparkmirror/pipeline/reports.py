@@ -5,7 +5,7 @@ it does. Every commit interval, after its progress is durable on the target, a t
 thread of its own, so it never waits for the driver) one line of JSON to the driver over TCP: its
 token, the partitions' results of the interval
 (:class:`~sparkmirror.pipeline.executor.results.PartitionResult` rows: records, bytes, segments,
-a refusal), every assigned partition's position and source end, and what it copied and how long it
+a refusal), the positions and source ends that changed since it last sent them, and what it copied and how long it
 waited for its byte budget since its last report. The driver answers with one line
 (:class:`Answer`): whether the task is to stop, the bytes per second it may copy, and which of the
 flow's source topics are paused (flow control, :mod:`sparkmirror.core.control`).

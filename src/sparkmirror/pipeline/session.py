@@ -47,13 +47,14 @@ SPARK_DEFAULTS = {
     "spark.scheduler.mode": "FAIR",
 }
 
-#: JVM options of Spark's driver and executors, ahead of any the operator sets (a later option wins):
-#: their JVMs schedule the copy tasks and carry none of the records, which the tasks' Python reads and
-#: writes. So the serial collector (no concurrent GC threads; a 1 GiB heap of mostly nothing), the
-#: first compiler tier only (no C2 compiles of code that runs once a second), and no performance-data
+#: JVM options of Spark's driver, ahead of any the operator sets (a later option wins): it schedules
+#: the copy tasks and carries none of the records, which the tasks' Python reads and writes. So the
+#: first compiler tier only (no C2 compiles of code that runs once a second) and no performance-data
 #: sampling every 50 ms (``jps``/``jstat`` no longer list it; ``jcmd <pid>`` and ``jstack <pid>`` still
-#: work). An idle flow's JVM went from 0.37-0.40 % to 0.23-0.30 % of a core (docs/performance.md).
-JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData"
+#: work). Neither conflicts with an option set elsewhere (a collector would: HotSpot refuses two), and
+#: the executors' options are left to the cluster (``spark-defaults.conf``). An idle flow's JVM went
+#: from 0.37-0.40 % to 0.23-0.30 % of a core in local mode (docs/performance.md, "Session 40").
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:-UsePerfData"
 
 #: The local property that names a job's fair-scheduler pool.
 SCHEDULER_POOL = "spark.scheduler.pool"
@@ -103,16 +104,14 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "sparkmi
 
 
 def java_options(settings: Mapping[str, str], log4j2: Path) -> dict[str, str]:
-    """The driver's and executors' ``extraJavaOptions``: :data:`JVM_OPTIONS` ahead of the operator's
-    own (which win where they repeat one); the driver's log4j2 configuration unless the operator
-    names one. The driver JVM starts here: its log4j starts at our level, instead of Spark's default
-    profile, which prints its own banner and WARN lines before setLogLevel can act."""
-    out = {}
-    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
-        out[key] = f"{JVM_OPTIONS} {settings.get(key, '')}".strip()
-    if "log4j2.configurationFile" not in out["spark.driver.extraJavaOptions"]:
-        out["spark.driver.extraJavaOptions"] += f" -Dlog4j2.configurationFile=file:{log4j2}"
-    return out
+    """The driver's ``extraJavaOptions``: :data:`JVM_OPTIONS` ahead of the operator's own (which win
+    where they repeat one); its log4j2 configuration unless the operator names one. The driver JVM
+    starts here: its log4j starts at our level, instead of Spark's default profile, which prints its
+    own banner and WARN lines before setLogLevel can act. In local mode the executor is this JVM."""
+    options = f"{JVM_OPTIONS} {settings.get('spark.driver.extraJavaOptions', '')}".strip()
+    if "log4j2.configurationFile" not in options:
+        options += f" -Dlog4j2.configurationFile=file:{log4j2}"
+    return {"spark.driver.extraJavaOptions": options}
 
 
 def executor_python(settings: Mapping[str, str], environ: Mapping[str, str]) -> str:

@@ -229,6 +229,7 @@ def test_a_task_held_back_by_an_interval_still_finishing_reports_the_ends_its_co
     meanwhile, but its consumer fetches ahead and learns ends it hands no record of. Each second's report
     has those ends (the flow's lag, and what a deleted topic's judge compares with), not only every 10 s."""
     monkeypatch.setattr(stream, "_HEARTBEAT_S", 0.2)
+    monkeypatch.setattr(stream, "_IDLE_WAIT_S", 0.1)
     plan = dataclasses.replace(PLAN, interval_max_records=2, commit_interval_ms=60_000)  # an interval of 1 record
     task = StreamTask(plan, 0, [SourceRange("t", 0, 0, 100), SourceRange("t", 1, 0, 100)])
     task.next = {("t", 0): 10, ("t", 1): 20}
@@ -250,5 +251,6 @@ def test_a_task_held_back_by_an_interval_still_finishing_reports_the_ends_its_co
         sink.release_finish.set()
         copy.join(10)
         finisher.shutdown()
+    assert not copy.is_alive()
     beats = [r for r in channel.reports[seen:] if not r.final]  # type: ignore[attr-defined]
     assert ("t", 1, 20, 95, 50) in [pos for r in beats for pos in r.positions]  # not the last report's

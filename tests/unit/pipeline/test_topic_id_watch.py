@@ -188,7 +188,7 @@ def test_every_answer_of_the_job_names_the_recreated_topics() -> None:
         flow="A->B",
         plan=SimpleNamespace(commit_interval_ms=200),
     )
-    copy._moved = set()
+    copy._moved, copy._attempts = set(), {}
     on_report = stream_module.StreamingCopy._on_report
     assert on_report(copy, Report(0, 0)) == Answer(rate=10.0)  # type: ignore[arg-type]
     stream_module.StreamingCopy.topics_recreated(copy, [("t", "id-1", "id-2")])  # type: ignore[arg-type]
@@ -204,6 +204,7 @@ def test_a_report_that_moves_a_topic_marks_it_for_the_next_look() -> None:
         positions={("a", 0): (5, 9, 5), ("b", 0): (7, 7, 7)},
         lag=4,
         _moved=set(),
+        _attempts={},
         _error=None,
         recorder=SimpleNamespace(metrics=None),
         throttle=SimpleNamespace(answer=lambda report, stop: Answer()),
@@ -223,6 +224,11 @@ def test_a_report_that_moves_a_topic_marks_it_for_the_next_look() -> None:
     assert copy.lag == 7 + 3
     on_report(copy, Report(0, 0, positions=[("a", 0, 12, 11, 12), ("b", 0, 7, 9, 7)]))  # type: ignore[arg-type]
     assert copy.lag == 0 + 2 + 3  # a's end never goes back (12); b's rose
+    # A task's second attempt took over: a late report of the first (a zombie) moves nothing, since
+    # a task sends only what changed and the driver would keep the zombie's positions.
+    on_report(copy, Report(0, 1, positions=[("a", 0, 12, 12, 12)]))  # type: ignore[arg-type]
+    on_report(copy, Report(0, 0, positions=[("a", 0, 3, 12, 3)]))  # type: ignore[arg-type]
+    assert copy.positions[("a", 0)] == (12, 12, 12) and copy.lag == 0 + 2 + 3
 
 
 def test_a_deleted_topic_is_not_looked_at_again_until_it_is_read_or_every_topic_is_due(

@@ -108,6 +108,9 @@ class StreamingCopy:
         #: Source topics a task copied or read more of since the driver's last look at their ids
         #: (:meth:`take_moved`): the only ones a re-created topic can have reached the target through.
         self._moved: set[str] = set()
+        #: Each task's newest attempt that reported: an older one's positions (a zombie Spark replaced,
+        #: a closed channel's last line) are not taken, since a task sends only what changed.
+        self._attempts: dict[int, int] = {}
         token = secrets.token_hex(16)
         self.token = token
         self.server = report_server(spark, recorder.flow.spark.report_port)
@@ -244,10 +247,13 @@ class StreamingCopy:
             results = []
         with self._lock:
             self.reported.add(report.task)
-            # A task's report carries the positions that may have changed since its last (every
-            # partition's in its first and last, and every 10 s): the others' stay as they were.
+            # A task's report carries the positions that changed since it last sent them (every
+            # partition's in an attempt's first): the others' stay as they were.
+            newest = max(report.attempt, self._attempts.get(report.task, report.attempt))
+            self._attempts[report.task] = newest
+            positions = report.positions if report.attempt == newest else []
             lag = self.lag  # assigned once: the driver's loop reads it without the lock
-            for t, p, nxt, end, read in report.positions:
+            for t, p, nxt, end, read in positions:
                 # The end never goes back: a consumer forgets a deleted topic's (-1), and that end is
                 # what tells whether its records were all mirrored (pipeline/driver/deletions.py).
                 held = self.positions.get((t, p))

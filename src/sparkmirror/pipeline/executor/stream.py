@@ -59,8 +59,8 @@ _IDLE_WAIT_S = 0.5
 _BUSY_WAIT_S = 0.05
 #: Seconds between two reports of an idle task: how soon it learns of a stop, and the driver of its lag.
 _HEARTBEAT_S = 1.0
-#: Seconds between two reports of every partition's positions (between them, a report has those the
-#: consumer touched or whose end rose): whatever else the driver holds is renewed this often.
+#: Seconds between two looks at every partition's positions (between them, a report looks at those the
+#: consumer touched or whose end rose); either way only those that changed since last sent are sent.
 _ALL_POSITIONS_S = 10.0
 #: Seconds between two collections of what the task made since the last one while the collector is
 #: paused, and how many of those between two collections of the worker's whole heap (25 ms each in an

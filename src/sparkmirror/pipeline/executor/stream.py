@@ -234,8 +234,9 @@ class StreamTask:
             # Every end while the budget or a finishing interval holds the reads back: the consumer learns
             # ends it hands no record of.
             ends = every or held > 0 or unread or self.budget.rate is not None
-            positions = self._positions(consumer, every=every, ends=ends) if beat or final else []
+            positions: list[tuple[str, int, int, int, int]] = []
             if beat or final:
+                positions = self._positions(consumer, every=every, ends=ends)
                 unread = False
             report = Report(
                 self.task, attempt, rows, positions, final=final,

@@ -39,6 +39,10 @@ HELLO_MAX = 4096
 #: Seconds the driver waits for a task's next line (tasks report at least every second).
 IDLE_S = 300.0
 
+#: One partition's position in a report: (topic, partition, next offset to copy, source end as the
+#: consumer last saw it (-1: unknown), how far the task has read it (past transaction markers)).
+Position = tuple[str, int, int, int, int]
+
 
 @dataclass
 class Report:
@@ -48,9 +52,8 @@ class Report:
     attempt: int
     #: PartitionResult.as_row() of each partition written in the interval.
     results: list[dict[str, object]] = field(default_factory=list)
-    #: (topic, partition, next offset to copy, source end as the consumer last saw it (-1: unknown), how far
-    #: the task has read it (past transaction markers; see StreamTask._positions)).
-    positions: list[tuple[str, int, int, int, int]] = field(default_factory=list)
+    #: Each partition's :data:`Position` (see StreamTask._positions).
+    positions: list[Position] = field(default_factory=list)
     #: The task's last report: it ends after this one (a refusal, ``--once`` at its end, a stop).
     final: bool = False
     #: Key and value bytes the task read since its last report, the seconds that took, and the part
@@ -96,7 +99,7 @@ class Report:
         )
 
 
-def _position(x: list[object]) -> tuple[str, int, int, int, int]:
+def _position(x: list[object]) -> Position:
     """A position as sent: (topic, partition, next, end, read); an older task's has no ``read``."""
     t, p, n, e = str(x[0]), int(x[1]), int(x[2]), int(x[3])  # type: ignore[call-overload]
     return t, p, n, e, int(x[4]) if len(x) > 4 else n  # type: ignore[call-overload]
@@ -245,7 +248,7 @@ def merge(reports: list[Report]) -> Report:
     of each partition, final if the last one is."""
     if len(reports) == 1:
         return reports[0]
-    positions: dict[tuple[str, int], tuple[str, int, int, int, int]] = {}
+    positions: dict[tuple[str, int], Position] = {}
     for r in reports:
         for pos in r.positions:
             positions[(pos[0], pos[1])] = pos

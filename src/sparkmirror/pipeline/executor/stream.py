@@ -44,7 +44,7 @@ from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.sink import Sink
 from sparkmirror.pipeline.executor.tasks import collector_paused, keep_zip_directories
-from sparkmirror.pipeline.reports import Answer, Report, ReportClient
+from sparkmirror.pipeline.reports import Answer, Position, Report, ReportClient
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError, Message
@@ -231,11 +231,11 @@ class StreamTask:
             if every:
                 next_all = now + _ALL_POSITIONS_S
             copied, held = self._window()
-            # Every end while the budget or a finishing interval holds the reads back: the consumer learns
-            # ends it hands no record of.
-            ends = every or held > 0 or unread or self.budget.rate is not None
-            positions: list[tuple[str, int, int, int, int]] = []
+            positions: list[Position] = []
             if beat or final:
+                # Every end while the budget or a finishing interval holds the reads back: the consumer
+                # learns ends it hands no record of.
+                ends = every or held > 0 or unread or self.budget.rate is not None
                 positions = self._positions(consumer, every=every, ends=ends)
                 unread = False
             report = Report(
@@ -411,9 +411,7 @@ class StreamTask:
             )
         check_client_error(self.plan.flow, err, "the task is restarted")
 
-    def _positions(
-        self, consumer: Consumer | None, *, every: bool = False, ends: bool = True
-    ) -> list[tuple[str, int, int, int, int]]:
+    def _positions(self, consumer: Consumer | None, *, every: bool = False, ends: bool = True) -> list[Position]:
         """The next offset to copy, the source's end as the consumer last saw it (-1: not seen yet), and
         how far the task has read it: the consumer's position, which passes transaction markers and
         aborted records the task never sees (the next offset for a paused partition, whose position may

@@ -11,7 +11,7 @@ system and, at 1,000 partitions, most of the figure and of its spread. This prob
 and reports the copy part's p99 second by second and the CPU seconds of each broker and of the
 system during the load. One system per run, on two dev clusters of its own::
 
-    .venv/bin/python bench/latency_probe.py [--system sparkmirror|mm2|limit] [--exactly-once]
+    .venv/bin/python bench/latency_probe.py [--system sparkmirror|mm2|limit|transport] [--exactly-once]
         [--topics 200 --partitions 5 --rate 5000 --seconds 30] [--rounds N] [--prop KEY=VALUE ...]
 
 Prints one JSON line per round (``--out FILE`` writes them all). docs/performance.md, "Latency at
@@ -37,6 +37,8 @@ import workload as wl  # noqa: E402
 from sparkmirror.devcluster.cluster import DevClusters  # noqa: E402
 
 APPEND = {"message.timestamp.type": "LogAppendTime"}
+#: What names a process of the system under test in its command line.
+SYSTEM_PROCESSES = ("pyspark", "sparkmirror", "MirrorMaker", "CopyLoop", "TransportLoop", "transport_loop")
 
 
 def latency_records(bootstrap: str, topics: dict[str, int], first_seq: int) -> dict[int, tuple[int, int]]:
@@ -66,7 +68,7 @@ def cpu_by_role() -> dict[str, float]:
             role = "broker_B"
         elif "latency_probe" in cmd:
             continue
-        elif any(s in cmd for s in ("pyspark", "sparkmirror", "MirrorMaker", "CopyLoop")):
+        elif any(s in cmd for s in SYSTEM_PROCESSES):
             role = "system"
         else:
             continue
@@ -81,7 +83,7 @@ def pct(values: list[int], q: float) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--system", default="sparkmirror", choices=["sparkmirror", "mm2", "limit"])
+    ap.add_argument("--system", default="sparkmirror", choices=["sparkmirror", "mm2", "limit", "transport"])
     ap.add_argument("--exactly-once", action="store_true", help="sparkmirror: exactly once")
     ap.add_argument("--topics", type=int, default=200)
     ap.add_argument("--partitions", type=int, default=5, help="per topic")
@@ -118,9 +120,11 @@ def main() -> None:
             system = rep.MirrorMaker2(common, jvm)
         elif args.system == "limit":
             system = rep.Limit(common, jvm)
+        elif args.system == "transport":
+            system = rep.Transport(common, jvm)
         else:
             system = rep.Sparkmirror(common, jvm, exactly_once=args.exactly_once)
-        spec = ",".join(topics) if args.system == "limit" else f"{scale.PREFIX}.*"
+        spec = ",".join(topics) if args.system in ("limit", "transport") else f"{scale.PREFIX}.*"
         with open(work / "system.log", "w") as log:
             proc = subprocess.Popen(system.command(work, spec, count=None), stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)  # fmt: skip

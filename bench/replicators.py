@@ -30,6 +30,7 @@ REPO = BENCH.parent
 JAVA_SOURCES = (
     BENCH / "jvm" / "CopyLoop.java",
     BENCH / "jvm" / "PacedLoad.java",
+    BENCH / "jvm" / "TransportLoop.java",
     REPO / "tests" / "mm2client" / "TranslateOffsets.java",
 )
 
@@ -44,6 +45,7 @@ KAFKA_JVM_FLAGS = (
 #: connect-mirror-maker.sh's heap; Kafka's perf tools run with 512 MiB.
 MM2_HEAP = ("-Xms256M", "-Xmx2G")
 LIMIT_HEAP = ("-Xmx512M",)
+TRANSPORT_HEAP = ("-Xmx256M",)
 
 _LOG4J2 = """\
 status = error
@@ -186,6 +188,33 @@ class Limit(Replicator):
             str(props),
             heap=LIMIT_HEAP,
         )
+
+
+class Transport(Replicator):
+    """Not a replicator: a Python copy loop over the Java clients (``bench/transport_loop.py``), for
+    ``bench/latency_probe.py --system transport`` (docs/decisions.md, "Java clients as the task's
+    transport"). As many tasks as the limit loop has threads."""
+
+    name = "transport"
+    exits_when_done = False
+    translates = False
+
+    def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
+        props = run_dir / f"transport-producer-{label(topic)}.properties"
+        props.write_text(_properties(self.common.producer()))
+        b = self.common.bootstraps
+        return [
+            sys.executable,
+            str(BENCH / "transport_loop.py"),
+            b[SOURCE],
+            b[TARGET],
+            topic,
+            ",".join(remote(t) for t in topic.split(",")),
+            f"--tasks={self.common.limit_threads}",
+            f"--classpath={self.jvm.classpath()}",
+            f"--producer={props}",
+            *(f"--java-option={o}" for o in (*TRANSPORT_HEAP, *KAFKA_JVM_FLAGS)),
+        ]
 
 
 class MirrorMaker2(Replicator):

@@ -1,0 +1,143 @@
+"""A copy loop in Python over Kafka's Java clients (``bench/jvm/TransportLoop.java``): the transport probe.
+
+Each of ``--tasks`` processes owns a round-robin share of the partitions, as a streaming task does,
+and runs one ``TransportLoop`` JVM (one consumer, one producer). The JVM hands every record it reads
+to Python over a pipe; Python decodes it, decides what to write (here: the same record to the remote
+topic's partition of the same number, where ``sink.py``'s record rules would run) and hands it back;
+the JVM writes it and returns each acknowledgement, which Python matches to its source offset. So
+the latency of this loop is what a task would get with the Java clients as its transport and every
+rule kept in Python. ``bench/latency_probe.py --system transport`` runs it; docs/decisions.md, "Java
+clients as the task's transport", has what it found.
+
+    .venv/bin/python bench/transport_loop.py SOURCE TARGET TOPICS REMOTES --tasks 2 \\
+        --classpath CP --producer FILE [--java-option OPT ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO
+
+from confluent_kafka.admin import AdminClient
+
+_HEAD = struct.Struct(">bi")
+_INT = struct.Struct(">i")
+_READ = struct.Struct(">iqq")  # pair, offset, timestamp
+_WRITE = struct.Struct(">qiq")  # seq, pair, timestamp
+_ACK = struct.Struct(">qq")  # seq, target offset
+
+Bytes = bytes | None
+
+
+def _exactly(stream: IO[bytes], n: int) -> bytes:
+    data = stream.read(n)
+    if len(data) != n:
+        raise SystemExit(f"the transport closed its pipe ({len(data)} of {n} bytes)")
+    return data
+
+
+def _take(body: memoryview, pos: int) -> tuple[Bytes, int]:
+    n = _INT.unpack_from(body, pos)[0]
+    pos += 4
+    if n < 0:
+        return None, pos
+    return bytes(body[pos : pos + n]), pos + n
+
+
+def _put(out: bytearray, b: Bytes) -> None:
+    if b is None:
+        out += _INT.pack(-1)
+    else:
+        out += _INT.pack(len(b))
+        out += b
+
+
+def records(body: memoryview) -> list[tuple[int, int, int, Bytes, Bytes, list[tuple[bytes, Bytes]]]]:
+    """An 'R' frame's records: (pair, offset, timestamp, key, value, headers)."""
+    out: list[tuple[int, int, int, Bytes, Bytes, list[tuple[bytes, Bytes]]]] = []
+    pos = 4
+    for _ in range(_INT.unpack_from(body, 0)[0]):
+        pair, offset, ts = _READ.unpack_from(body, pos)
+        key, pos = _take(body, pos + _READ.size)
+        value, pos = _take(body, pos)
+        count = _INT.unpack_from(body, pos)[0]
+        pos += 4
+        headers: list[tuple[bytes, Bytes]] = []
+        for _h in range(count):
+            hk, pos = _take(body, pos)
+            hv, pos = _take(body, pos)
+            headers.append((hk or b"", hv))
+        out.append((pair, offset, ts, key, value, headers))
+    return out
+
+
+def task(java: list[str]) -> None:
+    """One task's loop over the JVM ``java`` starts: read, decide, write, match acknowledgements."""
+    jvm = subprocess.Popen(java, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert jvm.stdin is not None and jvm.stdout is not None
+    seq = 0
+    pending: dict[int, tuple[int, int]] = {}  # seq -> (pair, source offset)
+    done: dict[int, int] = {}  # pair -> next source offset whose record is acknowledged (a task's progress)
+    while True:
+        kind, n = _HEAD.unpack(_exactly(jvm.stdout, _HEAD.size))
+        body = memoryview(_exactly(jvm.stdout, n))
+        if kind == ord("R"):
+            batch = records(body)
+            out = bytearray(b"P\0\0\0\0")
+            out += _INT.pack(len(batch))
+            for pair, offset, ts, key, value, headers in batch:
+                seq += 1
+                pending[seq] = (pair, offset)
+                out += _WRITE.pack(seq, pair, ts)
+                _put(out, key)
+                _put(out, value)
+                out += _INT.pack(len(headers))
+                for hk, hv in headers:
+                    _put(out, hk)
+                    _put(out, hv)
+            struct.pack_into(">i", out, 1, len(out) - _HEAD.size)
+            jvm.stdin.write(out)
+            jvm.stdin.flush()
+        else:
+            for i in range(_INT.unpack_from(body, 0)[0]):
+                s, _target_offset = _ACK.unpack_from(body, 4 + i * _ACK.size)
+                pair, offset = pending.pop(s)
+                done[pair] = offset + 1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("source")
+    ap.add_argument("target")
+    ap.add_argument("topics", help="comma-separated")
+    ap.add_argument("remotes", help="comma-separated, one per topic")
+    ap.add_argument("--tasks", type=int, default=2)
+    ap.add_argument("--classpath", required=True)
+    ap.add_argument("--producer", required=True, help="the producer's properties file")
+    ap.add_argument("--java-option", action="append", default=[])
+    ap.add_argument("--task", default="", help=argparse.SUPPRESS)  # a task process: its assignment file
+    args = ap.parse_args()
+    if args.task:
+        task(["java", *args.java_option, "-cp", args.classpath, "TransportLoop",
+              args.source, args.target, args.task, args.producer])  # fmt: skip
+        return
+    remote = dict(zip(args.topics.split(","), args.remotes.split(","), strict=True))
+    meta = AdminClient({"bootstrap.servers": args.source}).list_topics(timeout=30)
+    pairs = [(t, p) for t in remote for p in sorted(meta.topics[t].partitions)]
+    work = Path(tempfile.mkdtemp(prefix="transport-loop-"))
+    procs = []
+    for i in range(args.tasks):
+        share = work / f"task-{i}.txt"
+        share.write_text("".join(f"{t} {p} {remote[t]}\n" for t, p in pairs[i :: args.tasks]))
+        procs.append(subprocess.Popen([sys.executable, __file__, *sys.argv[1:], "--task", str(share)]))
+    for proc in procs:
+        proc.wait()
+
+
+if __name__ == "__main__":
+    main()

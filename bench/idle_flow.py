@@ -17,8 +17,8 @@ role:
 folded: librdkafka names its threads ``rdk:main``, ``rdk:broker<id>``, ``rdk:bg``), which tells a
 Python worker's own thread from each client's.
 
-    .venv/bin/python bench/idle_flow.py [--system sparkmirror|mm2|transport] [--topics 200 --partitions 5]
-        [--seconds 30] [--settle 20] [--prop KEY=VALUE ...] [--threads] [--out FILE]
+    .venv/bin/python bench/idle_flow.py [--system sparkmirror|mm2|transport|transport-shared-jvm]
+        [--topics 200 --partitions 5] [--seconds 30] [--settle 20] [--prop KEY=VALUE ...] [--threads] [--out FILE]
 
 Prints one JSON line; docs/performance.md ("An idle flow") has what it found.
 """
@@ -142,7 +142,8 @@ def window(seconds: float, system: int | None, dev: str, *, threads: bool = Fals
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--system", default="sparkmirror", choices=["sparkmirror", "sparkmirror-eos", "mm2", "transport"])
+    ap.add_argument("--system", default="sparkmirror",
+                    choices=["sparkmirror", "sparkmirror-eos", "mm2", "transport", "transport-shared-jvm"])  # fmt: skip
     ap.add_argument("--topics", type=int, default=200)
     ap.add_argument("--partitions", type=int, default=5, help="per topic")
     ap.add_argument("--seconds", type=float, default=30, help="the measured idle window")
@@ -182,12 +183,12 @@ def main() -> None:
         system: rep.Replicator
         if args.system == "mm2":
             system = rep.MirrorMaker2(common, jvm)
-        elif args.system == "transport":
-            system = rep.Transport(common, jvm)
+        elif args.system.startswith("transport"):
+            system = rep.Transport(common, jvm, shared_jvm=args.system == "transport-shared-jvm")
         else:
             system = rep.Sparkmirror(common, jvm, exactly_once=args.system == "sparkmirror-eos")
         with open(work / "system.log", "w") as log:
-            spec = ",".join(topics) if args.system == "transport" else f"{scale.PREFIX}.*"
+            spec = ",".join(topics) if args.system.startswith("transport") else f"{scale.PREFIX}.*"
             proc = subprocess.Popen(system.command(work, spec, count=None), stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         want = sum(topics.values())

@@ -11,8 +11,8 @@ system and, at 1,000 partitions, most of the figure and of its spread. This prob
 and reports the copy part's p99 second by second and the CPU seconds of each broker and of the
 system during the load. One system per run, on two dev clusters of its own::
 
-    .venv/bin/python bench/latency_probe.py [--system sparkmirror|mm2|limit|transport] [--exactly-once]
-        [--topics 200 --partitions 5 --rate 5000 --seconds 30] [--rounds N] [--prop KEY=VALUE ...]
+    .venv/bin/python bench/latency_probe.py [--system sparkmirror|mm2|limit|transport|transport-shared-jvm]
+        [--exactly-once] [--topics 200 --partitions 5 --rate 5000 --seconds 30] [--rounds N] [--prop KEY=VALUE ...]
 
 Prints one JSON line per round (``--out FILE`` writes them all). docs/performance.md, "Latency at
 1,000 partitions", has what it found.
@@ -83,7 +83,8 @@ def pct(values: list[int], q: float) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--system", default="sparkmirror", choices=["sparkmirror", "mm2", "limit", "transport"])
+    ap.add_argument("--system", default="sparkmirror",
+                    choices=["sparkmirror", "mm2", "limit", "transport", "transport-shared-jvm"])  # fmt: skip
     ap.add_argument("--exactly-once", action="store_true", help="sparkmirror: exactly once")
     ap.add_argument("--topics", type=int, default=200)
     ap.add_argument("--partitions", type=int, default=5, help="per topic")
@@ -120,11 +121,12 @@ def main() -> None:
             system = rep.MirrorMaker2(common, jvm)
         elif args.system == "limit":
             system = rep.Limit(common, jvm)
-        elif args.system == "transport":
-            system = rep.Transport(common, jvm)
+        elif args.system.startswith("transport"):
+            system = rep.Transport(common, jvm, shared_jvm=args.system == "transport-shared-jvm")
         else:
             system = rep.Sparkmirror(common, jvm, exactly_once=args.exactly_once)
-        spec = ",".join(topics) if args.system in ("limit", "transport") else f"{scale.PREFIX}.*"
+        by_name = args.system == "limit" or args.system.startswith("transport")  # not a replicator: no regex
+        spec = ",".join(topics) if by_name else f"{scale.PREFIX}.*"
         with open(work / "system.log", "w") as log:
             proc = subprocess.Popen(system.command(work, spec, count=None), stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)  # fmt: skip

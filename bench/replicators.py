@@ -193,11 +193,15 @@ class Limit(Replicator):
 class Transport(Replicator):
     """Not a replicator: a Python copy loop over the Java clients (``bench/transport_loop.py``), for
     ``bench/latency_probe.py --system transport`` (docs/decisions.md, "Java clients as the task's
-    transport"). As many tasks as the limit loop has threads."""
+    transport"). As many tasks as the limit loop has threads; ``shared_jvm``: one JVM for all of them."""
 
-    name = "transport"
     exits_when_done = False
     translates = False
+
+    def __init__(self, common: Common, jvm: Jvm, *, shared_jvm: bool = False) -> None:
+        super().__init__(common, jvm)
+        self.shared_jvm = shared_jvm
+        self.name = "transport_shared_jvm" if shared_jvm else "transport"
 
     def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
         props = run_dir / f"transport-producer-{label(topic)}.properties"
@@ -214,6 +218,7 @@ class Transport(Replicator):
             f"--classpath={self.jvm.classpath()}",
             f"--producer={props}",
             *(f"--java-option={o}" for o in (*TRANSPORT_HEAP, *KAFKA_JVM_FLAGS)),
+            *(["--shared-jvm"] if self.shared_jvm else []),
         ]
 
 

@@ -10,12 +10,16 @@ rule kept in Python. ``bench/latency_probe.py --system transport`` runs it; docs
 clients as the task's transport", has what it found.
 
     .venv/bin/python bench/transport_loop.py SOURCE TARGET TOPICS REMOTES --tasks 2 \\
-        --classpath CP --producer FILE [--java-option OPT ...]
+        --classpath CP --producer FILE [--java-option OPT ...] [--shared-jvm]
+
+``--shared-jvm`` runs one JVM for all tasks (as one per Spark executor would be), each task
+connected to it over a loopback socket, in place of one JVM per task over its pipes.
 """
 
 from __future__ import annotations
 
 import argparse
+import socket
 import struct
 import subprocess
 import sys
@@ -76,16 +80,14 @@ def records(body: memoryview) -> list[tuple[int, int, int, Bytes, Bytes, list[tu
     return out
 
 
-def task(java: list[str]) -> None:
-    """One task's loop over the JVM ``java`` starts: read, decide, write, match acknowledgements."""
-    jvm = subprocess.Popen(java, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert jvm.stdin is not None and jvm.stdout is not None
+def task(reader: IO[bytes], writer: IO[bytes]) -> None:
+    """One task's loop over its transport's streams: read, decide, write, match acknowledgements."""
     seq = 0
     pending: dict[int, tuple[int, int]] = {}  # seq -> (pair, source offset)
     done: dict[int, int] = {}  # pair -> next source offset whose record is acknowledged (a task's progress)
     while True:
-        kind, n = _HEAD.unpack(_exactly(jvm.stdout, _HEAD.size))
-        body = memoryview(_exactly(jvm.stdout, n))
+        kind, n = _HEAD.unpack(_exactly(reader, _HEAD.size))
+        body = memoryview(_exactly(reader, n))
         if kind == ord("R"):
             batch = records(body)
             out = bytearray(b"P\0\0\0\0")
@@ -101,8 +103,8 @@ def task(java: list[str]) -> None:
                     _put(out, hk)
                     _put(out, hv)
             struct.pack_into(">i", out, 1, len(out) - _HEAD.size)
-            jvm.stdin.write(out)
-            jvm.stdin.flush()
+            writer.write(out)
+            writer.flush()
         else:
             for i in range(_INT.unpack_from(body, 0)[0]):
                 s, _target_offset = _ACK.unpack_from(body, 4 + i * _ACK.size)
@@ -120,21 +122,39 @@ def main() -> None:
     ap.add_argument("--classpath", required=True)
     ap.add_argument("--producer", required=True, help="the producer's properties file")
     ap.add_argument("--java-option", action="append", default=[])
+    ap.add_argument("--shared-jvm", action="store_true", help="one JVM for all tasks, over loopback sockets")
     ap.add_argument("--task", default="", help=argparse.SUPPRESS)  # a task process: its assignment file
+    ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)  # a task process: the shared JVM
     args = ap.parse_args()
+    java = ["java", *args.java_option, "-cp", args.classpath, "TransportLoop"]
+    if args.task and args.port:
+        sock = socket.create_connection(("127.0.0.1", args.port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        path = args.task.encode()
+        sock.sendall(struct.pack(">H", len(path)) + path)  # Java's writeUTF, for an ASCII path
+        task(sock.makefile("rb", buffering=1 << 16), sock.makefile("wb", buffering=1 << 16))
+        return
     if args.task:
-        task(["java", *args.java_option, "-cp", args.classpath, "TransportLoop",
-              args.source, args.target, args.task, args.producer])  # fmt: skip
+        jvm = subprocess.Popen([*java, args.source, args.target, args.task, args.producer],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+        assert jvm.stdin is not None and jvm.stdout is not None
+        task(jvm.stdout, jvm.stdin)
         return
     remote = dict(zip(args.topics.split(","), args.remotes.split(","), strict=True))
     meta = AdminClient({"bootstrap.servers": args.source}).list_topics(timeout=30)
     pairs = [(t, p) for t in remote for p in sorted(meta.topics[t].partitions)]
     work = Path(tempfile.mkdtemp(prefix="transport-loop-"))
     procs = []
+    port = []
+    if args.shared_jvm:
+        shared = subprocess.Popen([*java, "--listen", args.source, args.target, args.producer], stdout=subprocess.PIPE)
+        assert shared.stdout is not None
+        port = [f"--port={int(shared.stdout.readline())}"]
+        procs.append(shared)
     for i in range(args.tasks):
         share = work / f"task-{i}.txt"
         share.write_text("".join(f"{t} {p} {remote[t]}\n" for t, p in pairs[i :: args.tasks]))
-        procs.append(subprocess.Popen([sys.executable, __file__, *sys.argv[1:], "--task", str(share)]))
+        procs.append(subprocess.Popen([sys.executable, __file__, *sys.argv[1:], *port, "--task", str(share)]))
     for proc in procs:
         proc.wait()
 

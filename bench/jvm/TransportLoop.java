@@ -16,7 +16,10 @@
  * partition of the same number.
  *
  * Usage: TransportLoop <sourceBootstrap> <targetBootstrap> <assignment file> <producer.properties>
- * A failed send exits 4 with the error on stderr; end of stdin exits 0.
+ *        TransportLoop --listen <sourceBootstrap> <targetBootstrap> <producer.properties>
+ * The first form is one task's JVM, over its stdin and stdout. The second is one JVM for all tasks:
+ * each task connects to the loopback port it prints, sends its assignment file's path and then the
+ * same frames. A failed send exits 4 with the error on stderr; the end of any task's input exits 0.
  */
 
 import java.io.BufferedInputStream;
@@ -30,6 +33,10 @@ import java.io.FileInputStream;
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
@@ -54,31 +61,67 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class TransportLoop {
 
-    private static final DataOutputStream OUT =
-        new DataOutputStream(new BufferedOutputStream(new FileOutputStream(FileDescriptor.out), 1 << 16));
-
+    private final DataOutputStream out;
+    private final InputStream in;
     private final List<TopicPartition> sources = new ArrayList<>();
     private final List<TopicPartition> targets = new ArrayList<>();
     private final Map<TopicPartition, Integer> pairs = new HashMap<>();
     private final LinkedBlockingQueue<long[]> acks = new LinkedBlockingQueue<>();
 
-    public static void main(String[] args) throws Exception {
-        if (args.length != 4) {
-            System.err.println("usage: TransportLoop <sourceBootstrap> <targetBootstrap> <assignment> <producer.properties>");
-            System.exit(2);
-        }
-        TransportLoop loop = new TransportLoop();
-        for (String line : Files.readAllLines(Paths.get(args[2]))) {
+    private TransportLoop(String assignment, InputStream in, OutputStream out) throws IOException {
+        this.in = in;
+        this.out = new DataOutputStream(new BufferedOutputStream(out, 1 << 16));
+        for (String line : Files.readAllLines(Paths.get(assignment))) {
             String[] f = line.split(" ");
             TopicPartition source = new TopicPartition(f[0], Integer.parseInt(f[1]));
-            loop.pairs.put(source, loop.sources.size());
-            loop.sources.add(source);
-            loop.targets.add(new TopicPartition(f[2], source.partition()));
+            pairs.put(source, sources.size());
+            sources.add(source);
+            targets.add(new TopicPartition(f[2], source.partition()));
         }
-        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(args[1], args[3]));
-        daemon("acks", loop::writeAcks);
-        daemon("produce", () -> loop.produce(producer));
-        loop.read(new KafkaConsumer<>(consumerProps(args[0])));
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length == 4 && args[0].equals("--listen")) {
+            listen(args[1], args[2], args[3]);
+            return;
+        }
+        if (args.length != 4) {
+            System.err.println("usage: TransportLoop <sourceBootstrap> <targetBootstrap> <assignment> <producer.properties>\n"
+                + "       TransportLoop --listen <sourceBootstrap> <targetBootstrap> <producer.properties>");
+            System.exit(2);
+        }
+        new TransportLoop(args[2], System.in, new FileOutputStream(FileDescriptor.out)).run(args[0], args[1], args[3]);
+    }
+
+    /**
+     * One JVM for every task: a loopback port (printed as the first line of stdout) where each task
+     * connects, sends its assignment file's path (writeUTF) and then speaks the frames above.
+     */
+    private static void listen(String source, String target, String producerFile) throws IOException {
+        ServerSocket server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+        System.out.println(server.getLocalPort());
+        System.out.flush();
+        while (true) {
+            Socket socket = server.accept();
+            socket.setTcpNoDelay(true);
+            DataInputStream hello = new DataInputStream(socket.getInputStream());
+            TransportLoop loop = new TransportLoop(hello.readUTF(), socket.getInputStream(), socket.getOutputStream());
+            daemon("read", () -> {
+                try {
+                    loop.run(source, target, producerFile);
+                } catch (IOException e) {
+                    e.printStackTrace();
+                    Runtime.getRuntime().halt(6);
+                }
+            });
+        }
+    }
+
+    private void run(String source, String target, String producerFile) throws IOException {
+        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(target, producerFile));
+        daemon("acks", this::writeAcks);
+        daemon("produce", () -> produce(producer));
+        read(new KafkaConsumer<>(consumerProps(source)));
     }
 
     private static void daemon(String name, Runnable body) {
@@ -118,7 +161,7 @@ public final class TransportLoop {
 
     /** Records to write, from stdin; each acknowledgement is queued for {@link #writeAcks}. */
     private void produce(KafkaProducer<byte[], byte[]> producer) {
-        DataInputStream in = new DataInputStream(new BufferedInputStream(System.in, 1 << 16));
+        DataInputStream in = new DataInputStream(new BufferedInputStream(this.in, 1 << 16));
         try {
             while (true) {
                 in.readByte();  // 'P'
@@ -178,12 +221,12 @@ public final class TransportLoop {
         }
     }
 
-    private static void frame(char type, ByteArrayOutputStream body) throws IOException {
-        synchronized (OUT) {
-            OUT.writeByte(type);
-            OUT.writeInt(body.size());
-            body.writeTo(OUT);
-            OUT.flush();
+    private void frame(char type, ByteArrayOutputStream body) throws IOException {
+        synchronized (out) {
+            out.writeByte(type);
+            out.writeInt(body.size());
+            body.writeTo(out);
+            out.flush();
         }
     }
 

@@ -217,9 +217,13 @@ class Transport(Replicator):
             f"--tasks={self.common.limit_threads}",
             f"--classpath={self.jvm.classpath()}",
             f"--producer={props}",
-            *(f"--java-option={o}" for o in (*TRANSPORT_HEAP, *KAFKA_JVM_FLAGS)),
+            *(f"--java-option={o}" for o in (*TRANSPORT_HEAP, *KAFKA_JVM_FLAGS, *self.logging())),
             *(["--shared-jvm"] if self.shared_jvm else []),
         ]
+
+    def logging(self) -> tuple[str, ...]:
+        """The bench's log4j2 file, which logs to stderr: log4j2's default logs to stdout, the frames' pipe."""
+        return f"-Dlog4j2.configurationFile={self.jvm.log4j}", "-Dbench.log.level=WARN"
 
 
 class MirrorMaker2(Replicator):

@@ -4,10 +4,11 @@ Each of ``--tasks`` processes owns a round-robin share of the partitions, as a s
 and runs one ``TransportLoop`` JVM (one consumer, one producer). The JVM hands every record it reads
 to Python over a pipe; Python decodes it, decides what to write (here: the same record to the remote
 topic's partition of the same number, where ``sink.py``'s record rules would run) and hands it back;
-the JVM writes it and returns each acknowledgement, which Python matches to its source offset. So
-the latency of this loop is what a task would get with the Java clients as its transport and every
-rule kept in Python. ``bench/latency_probe.py --system transport`` runs it; docs/decisions.md, "Java
-clients as the task's transport", has what it found.
+the JVM writes it and returns each acknowledgement, which Python matches to its source offset and
+turns into the partition's next offset, as a task's progress would. With no record rules, offset map
+or progress on B, its latency is a floor for a task with the Java clients as its transport.
+``bench/latency_probe.py --system transport`` runs it; docs/decisions.md, "Java clients as the
+task's transport", has what it found.
 
     .venv/bin/python bench/transport_loop.py SOURCE TARGET TOPICS REMOTES --tasks 2 \\
         --classpath CP --producer FILE [--java-option OPT ...] [--shared-jvm]

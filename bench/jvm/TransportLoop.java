@@ -5,11 +5,12 @@
  * record rule in Python can copy at MirrorMaker 2's latency (docs/decisions.md, "Java clients as the
  * task's transport").
  *
- * One consumer (assigned, read_committed, from the earliest offset) and one producer. The pipes carry
- * frames of a type byte, a length (int) and a body:
- *   stdout 'R' <n> then n x {pair:int offset:long timestamp:long key value headers}  records read
- *   stdout 'A' <n> then n x {seq:long offset:long}                                 acknowledgements
- *   stdin  'P' <n> then n x {seq:long pair:int timestamp:long key value headers}   records to write
+ * Each task has one consumer (assigned, read_committed, from the earliest offset) and one producer.
+ * Its stream to Python (stdout, or its socket) and from Python (stdin, or the socket) carry frames of
+ * a type byte, a length (int) and a body:
+ *   to Python   'R' <n> then n x {pair:int offset:long timestamp:long key value headers}  records read
+ *   to Python   'A' <n> then n x {seq:long offset:long}                                 acknowledgements
+ *   from Python 'P' <n> then n x {seq:long pair:int timestamp:long key value headers}   records to write
  * where a byte string is an int length (-1: null) and its bytes, headers an int count and that many
  * (key, value) byte strings, and pair the line number in the assignment file. Each line of that file
  * is "<topic> <partition> <remote topic>": read from the first two, write to the remote topic's
@@ -19,7 +20,9 @@
  *        TransportLoop --listen <sourceBootstrap> <targetBootstrap> <producer.properties>
  * The first form is one task's JVM, over its stdin and stdout. The second is one JVM for all tasks:
  * each task connects to the loopback port it prints, sends its assignment file's path and then the
- * same frames. A failed send exits 4 with the error on stderr; the end of any task's input exits 0.
+ * same frames. Logs must go to stderr (the bench's log4j2 file does so): stdout carries frames.
+ * Exits: 0 at the end of any task's input (in the shared JVM too: a probe, not isolation); 4 a failed
+ * send; 3, 5, 6 a broken stream; 2 usage; the error on stderr.
  */
 
 import java.io.BufferedInputStream;
@@ -130,7 +133,7 @@ public final class TransportLoop {
         t.start();
     }
 
-    /** The main thread: every poll's records go to stdout as one frame. */
+    /** The task's consumer thread: every poll's records go to Python as one frame. */
     private void read(KafkaConsumer<byte[], byte[]> consumer) throws IOException {
         consumer.assign(sources);
         consumer.seekToBeginning(sources);
@@ -159,7 +162,7 @@ public final class TransportLoop {
         }
     }
 
-    /** Records to write, from stdin; each acknowledgement is queued for {@link #writeAcks}. */
+    /** Records to write, from Python; each acknowledgement is queued for {@link #writeAcks}. */
     private void produce(KafkaProducer<byte[], byte[]> producer) {
         DataInputStream in = new DataInputStream(new BufferedInputStream(this.in, 1 << 16));
         try {

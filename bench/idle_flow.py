@@ -142,8 +142,7 @@ def window(seconds: float, system: int | None, dev: str, *, threads: bool = Fals
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--system", default="sparkmirror",
-                    choices=["sparkmirror", "sparkmirror-eos", "mm2", "transport", "transport-shared-jvm"])  # fmt: skip
+    ap.add_argument("--system", default="sparkmirror", choices=[s for s in rep.PROBE_SYSTEMS if s != "limit"])
     ap.add_argument("--topics", type=int, default=200)
     ap.add_argument("--partitions", type=int, default=5, help="per topic")
     ap.add_argument("--seconds", type=float, default=30, help="the measured idle window")
@@ -180,15 +179,9 @@ def main() -> None:
                             compression="none", tasks_max=2, limit_threads=2, checkpoint_interval_s=60,
                             sparkmirror_extra=extra)  # fmt: skip
         jvm = rep.Jvm(work)
-        system: rep.Replicator
-        if args.system == "mm2":
-            system = rep.MirrorMaker2(common, jvm)
-        elif args.system.startswith("transport"):
-            system = rep.Transport(common, jvm, shared_jvm=args.system == "transport-shared-jvm")
-        else:
-            system = rep.Sparkmirror(common, jvm, exactly_once=args.system == "sparkmirror-eos")
+        system = rep.probe_system(args.system, common, jvm)
         with open(work / "system.log", "w") as log:
-            spec = ",".join(topics) if args.system.startswith("transport") else f"{scale.PREFIX}.*"
+            spec = ",".join(topics) if system.lists_topics else f"{scale.PREFIX}.*"
             proc = subprocess.Popen(system.command(work, spec, count=None), stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         want = sum(topics.values())

@@ -83,8 +83,7 @@ def pct(values: list[int], q: float) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--system", default="sparkmirror",
-                    choices=["sparkmirror", "mm2", "limit", "transport", "transport-shared-jvm"])  # fmt: skip
+    ap.add_argument("--system", default="sparkmirror", choices=[s for s in rep.PROBE_SYSTEMS if s != "sparkmirror-eos"])
     ap.add_argument("--exactly-once", action="store_true", help="sparkmirror: exactly once")
     ap.add_argument("--topics", type=int, default=200)
     ap.add_argument("--partitions", type=int, default=5, help="per topic")
@@ -116,17 +115,9 @@ def main() -> None:
                             compression="none", tasks_max=2, limit_threads=2,
                             sparkmirror_extra=dict(p.split("=", 1) for p in args.prop))  # fmt: skip
         jvm = rep.Jvm(work)
-        system: rep.Replicator
-        if args.system == "mm2":
-            system = rep.MirrorMaker2(common, jvm)
-        elif args.system == "limit":
-            system = rep.Limit(common, jvm)
-        elif args.system.startswith("transport"):
-            system = rep.Transport(common, jvm, shared_jvm=args.system == "transport-shared-jvm")
-        else:
-            system = rep.Sparkmirror(common, jvm, exactly_once=args.exactly_once)
-        by_name = args.system == "limit" or args.system.startswith("transport")  # not a replicator: no regex
-        spec = ",".join(topics) if by_name else f"{scale.PREFIX}.*"
+        eos = args.exactly_once and args.system == "sparkmirror"
+        system = rep.probe_system("sparkmirror-eos" if eos else args.system, common, jvm)
+        spec = ",".join(topics) if system.lists_topics else f"{scale.PREFIX}.*"
         with open(work / "system.log", "w") as log:
             proc = subprocess.Popen(system.command(work, spec, count=None), stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)  # fmt: skip

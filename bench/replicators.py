@@ -154,6 +154,8 @@ class Replicator(ABC):
     exits_when_done: bool
     #: Whether it translates consumer group offsets (the failover check applies).
     translates: bool
+    #: Whether it takes its topics as a comma-separated list (the loops), not a regex (the replicators).
+    lists_topics = False
 
     def __init__(self, common: Common, jvm: Jvm) -> None:
         self.common = common
@@ -172,6 +174,7 @@ class Limit(Replicator):
     name = "limit"
     exits_when_done = True
     translates = False
+    lists_topics = True
 
     def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
         props = run_dir / f"limit-producer-{label(topic)}.properties"
@@ -197,6 +200,7 @@ class Transport(Replicator):
 
     exits_when_done = False
     translates = False
+    lists_topics = True
 
     def __init__(self, common: Common, jvm: Jvm, *, shared_jvm: bool = False) -> None:
         super().__init__(common, jvm)
@@ -346,6 +350,23 @@ def stop_system(proc: subprocess.Popen[bytes] | None) -> None:
             proc.wait(30)
     except ProcessLookupError:
         pass
+
+
+#: The systems ``bench/latency_probe.py`` and ``bench/idle_flow.py`` run, by their ``--system`` name.
+PROBE_SYSTEMS = ("sparkmirror", "sparkmirror-eos", "mm2", "limit", "transport", "transport-shared-jvm")
+
+
+def probe_system(name: str, common: Common, jvm: Jvm) -> Replicator:
+    """The system of a probe's ``--system`` name (one of :data:`PROBE_SYSTEMS`)."""
+    if name == "mm2":
+        return MirrorMaker2(common, jvm)
+    if name == "limit":
+        return Limit(common, jvm)
+    if name in ("transport", "transport-shared-jvm"):
+        return Transport(common, jvm, shared_jvm=name == "transport-shared-jvm")
+    if name in ("sparkmirror", "sparkmirror-eos"):
+        return Sparkmirror(common, jvm, exactly_once=name == "sparkmirror-eos")
+    raise ValueError(f"no system named {name!r}: one of {', '.join(PROBE_SYSTEMS)}")
 
 
 def all_replicators(common: Common, jvm: Jvm) -> list[Replicator]:

@@ -65,9 +65,16 @@ def _check_copied(bootstraps, cfg: Path, topic: str, sent: dict[int, list[Rec]],
 
 #: At least once, a task writes with one producer per so many partitions: here each its own.
 PRODUCER_PER_PARTITION = "sparkmirror.partitions.per.producer = 1\n"
+#: The tasks read and write with Kafka's Java clients, in the executor's transport JVM.
+JAVA_TRANSPORT = "sparkmirror.transport = java\n"
+#: Each test of a task's reads and writes, with each transport.
+TRANSPORTS = pytest.mark.parametrize("transport", ["", JAVA_TRANSPORT], ids=["librdkafka", "java"])
 
 
-@pytest.mark.parametrize("mode", ["at-least-once", "at-least-once, a producer per partition", "exactly-once"])
+@pytest.mark.parametrize(
+    "mode",
+    ["at-least-once", "at-least-once, a producer per partition", "at-least-once, Java transport", "exactly-once"],
+)
 def test_streaming_engine_copies_every_field_and_keeps_its_progress_on_the_target(
     bootstraps, spark, tmp_path: Path, mode: str
 ) -> None:
@@ -76,7 +83,11 @@ def test_streaming_engine_copies_every_field_and_keeps_its_progress_on_the_targe
     sent = {p: _records(p, 200 + 50 * p) for p in range(3)}
     for p, recs in sent.items():
         produce(bootstraps["A"], topic, p, recs)
-    extra = {"exactly-once": EXACTLY_ONCE, "at-least-once, a producer per partition": PRODUCER_PER_PARTITION}
+    extra = {
+        "exactly-once": EXACTLY_ONCE,
+        "at-least-once, a producer per partition": PRODUCER_PER_PARTITION,
+        "at-least-once, Java transport": JAVA_TRANSPORT,
+    }
     cfg = _config(bootstraps, tmp_path, topic, extra.get(mode, ""))
     Mirror(load_config(cfg), once=True).run()
     _check_copied(bootstraps, cfg, topic, sent, exactly_once=mode == "exactly-once")
@@ -89,10 +100,13 @@ def test_streaming_engine_copies_every_field_and_keeps_its_progress_on_the_targe
     _check_copied(bootstraps, cfg, topic, sent, exactly_once=mode == "exactly-once")
 
 
-def test_streaming_engine_copies_while_it_runs_and_stops_on_request(bootstraps, spark, tmp_path: Path) -> None:
+@TRANSPORTS
+def test_streaming_engine_copies_while_it_runs_and_stops_on_request(
+    bootstraps, spark, tmp_path: Path, transport: str
+) -> None:
     topic = unique("streamrun")
     create_topics(bootstraps["A"], {topic: 2})
-    cfg = _config(bootstraps, tmp_path, topic)
+    cfg = _config(bootstraps, tmp_path, topic, transport)
     sent: dict[int, list[Rec]] = {0: [], 1: []}
     with running_mirror(cfg):
         for round_ in range(3):
@@ -121,15 +135,16 @@ def _copy_round(bootstraps, topic: str, sent: dict[int, list[Rec]], n: int, roun
     )
 
 
+@TRANSPORTS
 def test_a_failed_streaming_task_is_retried_from_the_progress_on_the_target(
-    bootstraps, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bootstraps, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transport: str
 ) -> None:
     topic = unique("streamfail")
     create_topics(bootstraps["A"], {topic: 1})
     remote = f"A.{topic}"
     # The task's first attempt fails once it has handed 1,000 records to its producer in all.
     monkeypatch.setenv("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "1000")
-    cfg = _config(bootstraps, tmp_path, topic)
+    cfg = _config(bootstraps, tmp_path, topic, transport)
     first, second = _records(0, 600), _records(0, 600, first=600)
     with running_mirror(cfg):
         produce(bootstraps["A"], topic, 0, first)
@@ -332,8 +347,9 @@ def test_an_idle_streaming_flow_does_not_spin(bootstraps, spark, tmp_path: Path)
     assert used <= 0.2, f"the idle flow's workers used {used:.2f} CPU seconds in 10 s"
 
 
+@TRANSPORTS
 def test_a_killed_python_worker_is_replaced_and_its_task_resumes_from_the_target(
-    bootstraps, spark, tmp_path: Path
+    bootstraps, spark, tmp_path: Path, transport: str
 ) -> None:
     """SIGKILL of the Python worker of a streaming task mid-stream: Spark retries the task in a new
     worker, which resumes from the progress on the target: nothing lost, and no more written again
@@ -341,7 +357,7 @@ def test_a_killed_python_worker_is_replaced_and_its_task_resumes_from_the_target
     topic = unique("workerkill")
     create_topics(bootstraps["A"], {topic: 2})
     remote = f"A.{topic}"
-    cfg = _config(bootstraps, tmp_path, topic)
+    cfg = _config(bootstraps, tmp_path, topic, transport)
     sent = {p: _records(p, 400) for p in range(2)}
     with running_mirror(cfg):
         for p, recs in sent.items():

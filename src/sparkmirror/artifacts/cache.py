@@ -99,6 +99,19 @@ def mm2_client_artifacts(version: str = KAFKA_VERSION) -> ArtifactSet:
     )
 
 
+def transport_artifacts(version: str = KAFKA_VERSION) -> ArtifactSet:
+    """Kafka's Java clients, which the copy tasks' transport JVM runs (``sparkmirror.transport = java``,
+    ``pipeline/transport``), and an SLF4J binding that logs to the JVM's stderr."""
+    return ArtifactSet(
+        name=f"transport-{version}",
+        coordinates=(
+            f"org.apache.kafka:kafka-clients:{version}",
+            "org.slf4j:slf4j-simple:2.0.16",
+            "org.slf4j:slf4j-api:2.0.16",
+        ),
+    )
+
+
 def mm2_artifacts(version: str = KAFKA_VERSION) -> ArtifactSet:
     """Apache Kafka's MirrorMaker 2 (``connect-mirror``) with the Connect runtime it runs on.
 
@@ -195,5 +208,5 @@ def fetch(artifacts: ArtifactSet, *, force: bool = False) -> Path:
 
 def fetch_all() -> dict[str, Path]:
     """Everything the demo, the tests and the pipeline need."""
-    sets = [kafka_broker_artifacts(), mm2_client_artifacts()]
+    sets = [kafka_broker_artifacts(), mm2_client_artifacts(), transport_artifacts()]
     return {s.name: fetch(s) for s in sets}

@@ -91,6 +91,19 @@ PRODUCER_DEFAULTS = {
 }
 
 
+def java_config(java_props: Mapping[str, object]) -> dict[str, str]:
+    """Java client properties as the Java clients take them: every value as text."""
+    return {k: _plain(v) for k, v in java_props.items()}
+
+
+def java_producer_config(java_props: Mapping[str, object]) -> dict[str, str]:
+    """The writer's producer by the Java client's names (``sparkmirror.transport = java``): the same
+    defaults and safety as :func:`producer_config`, whose checks of the operator's keys apply to both."""
+    conf = {**PRODUCER_DEFAULTS, **java_config(java_props)}
+    conf.update(PRODUCER_SAFETY)
+    return conf
+
+
 def librdkafka_config(java_props: Mapping[str, object], *, role: str) -> dict[str, str]:
     """Translate Java client properties into a confluent-kafka configuration.
 

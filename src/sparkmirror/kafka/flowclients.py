@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING
 
 from sparkmirror.config.model import ClusterConfig, FlowConfig, reveal
 from sparkmirror.kafka.access import AUTHENTICATION_CODES
-from sparkmirror.kafka.clients import admin_config, librdkafka_config, producer_config, validate_librdkafka
+from sparkmirror.kafka.clients import (
+    admin_config,
+    java_config,
+    java_producer_config,
+    librdkafka_config,
+    producer_config,
+    validate_librdkafka,
+)
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError
@@ -129,6 +136,16 @@ class FlowClients:
         """The writer's producer to the target: Java defaults, operator overrides, then safety."""
         flow = self.flow
         return producer_config(flow.target_producer_props(reveal_secrets=True), key_prefix=f"{flow.target}.producer")
+
+    @cached_property
+    def java_source_consumer(self) -> dict[str, str]:
+        """The source consumer's settings as written, by the Java client's names (the transport's reader)."""
+        return java_config(self.flow.source_consumer_props(reveal_secrets=True))
+
+    @cached_property
+    def java_target_producer(self) -> dict[str, str]:
+        """:attr:`target_producer` by the Java client's names (the transport's writer)."""
+        return java_producer_config(self.flow.target_producer_props(reveal_secrets=True))
 
     @cached_property
     def source_producer(self) -> dict[str, str]:

@@ -98,7 +98,13 @@ class TargetPreparer:
             conf["message.max.bytes"] = str(
                 max(int(conf.get("message.max.bytes", "1000000")), max(limits.values()) + 1024)
             )
-        return dataclasses.replace(plan, producer_config=conf, max_record_bytes=limits)
+        java = dict(plan.java_producer_config)
+        if limits and java:  # the transport's producer (Java's name of librdkafka's message.max.bytes)
+            java["batch.size"] = conf["batch.size"]
+            java["max.request.size"] = str(
+                max(int(java.get("max.request.size", "1048576")), max(limits.values()) + 1024)
+            )
+        return dataclasses.replace(plan, producer_config=conf, java_producer_config=java, max_record_bytes=limits)
 
     def fence(self, plan: WritePlan, topics: dict[str, int]) -> None:
         """Fence every earlier writer of the flow's partitions, aborting their open transactions (exactly-once).

@@ -66,6 +66,13 @@ def producer(plan: WritePlan, slot: int = 0) -> Producer:
     writing many partitions writes with several: :meth:`~.plan.WritePlan.producers_for`)."""
     from sparkmirror.kafka.factory import new_producer
 
+    if plan.transport == "java":
+        from sparkmirror.pipeline.transport.client import TransportProducer
+
+        java = dict(plan.java_producer_config)
+        java.setdefault("client.id", f"sparkmirror-{plan.flow}")
+        key = _key("transport-producer", plan.flow, str(slot), java)
+        return _cached(key, lambda: TransportProducer(java))  # type: ignore[return-value]
     conf = dict(plan.producer_config)
     conf.setdefault("client.id", f"sparkmirror-{plan.flow}")
     return _cached(_key("producer", plan.flow, str(slot), conf), lambda: new_producer(conf))
@@ -115,6 +122,12 @@ def source_consumer(plan: WritePlan) -> Consumer:
     """A copy task's source consumer (:meth:`~.plan.WritePlan.reader_config`)."""
     from sparkmirror.kafka.factory import new_consumer
 
+    if plan.transport == "java":
+        from sparkmirror.pipeline.transport.client import TransportConsumer
+
+        java = plan.java_reader_config()
+        key = _key("transport-reader", plan.flow, "", java)
+        return _cached(key, lambda: TransportConsumer(java, partition_eof=True))  # type: ignore[return-value]
     conf = plan.reader_config()
     return _cached(_key("reader", plan.flow, "", conf), lambda: new_consumer(conf))
 

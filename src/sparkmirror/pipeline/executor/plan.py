@@ -37,6 +37,18 @@ READER_DEFAULTS = {
     "fetch.wait.max.ms": "2000",
 }
 
+#: :data:`READER_SETTINGS` and :data:`READER_DEFAULTS` by the Java consumer's names (``auto.offset.reset
+#: = none`` is librdkafka's ``error``; the ends reached are asked of the transport, not of a setting).
+JAVA_READER_SETTINGS = {
+    "enable.auto.commit": "false",
+    "isolation.level": "read_committed",
+    "auto.offset.reset": "none",
+}
+JAVA_READER_DEFAULTS = {
+    "max.partition.fetch.bytes": "10485760",
+    "fetch.max.wait.ms": "2000",
+}
+
 
 @dataclass(frozen=True)
 class WritePlan:
@@ -70,6 +82,11 @@ class WritePlan:
     consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
     #: librdkafka config of a consumer on the source (the copy tasks' reader).
     source_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
+    #: ``sparkmirror.transport``: the tasks' clients are librdkafka's or the transport JVM's (Java's).
+    transport: str = "librdkafka"
+    #: Java client settings of the source consumer and the target producer (``transport = java``).
+    java_source_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
+    java_producer_config: dict[str, str] = field(default_factory=dict, repr=False)
     #: librdkafka config of an admin client on the source (a task checks its topics' ids with it).
     source_admin_config: dict[str, str] = field(default_factory=dict, repr=False)
     #: The id of each source topic the job copies, as the driver checked it before the job started: a
@@ -114,6 +131,8 @@ class WritePlan:
 
     def producers_for(self, partitions: int) -> int:
         """How many producers a task writing ``partitions`` source partitions at least once writes with."""
+        if self.transport == "java":
+            return 1  # the Java producer sends every partition of a broker in one request
         return producers_for(partitions, self.partitions_per_producer)
 
     def transactional_producer_config(self, topic: str, partition: int) -> dict[str, str]:
@@ -136,6 +155,13 @@ class WritePlan:
         jump (the driver then looks for source loss)."""
         conf = {**READER_DEFAULTS, **self.source_consumer_config, **READER_SETTINGS}
         conf["group.id"] = reader_group(self.flow)  # never joined, never committed to
+        conf.setdefault("client.id", f"sparkmirror-{self.flow}-reader")
+        return conf
+
+    def java_reader_config(self) -> dict[str, str]:
+        """:meth:`reader_config` for the transport's Java consumer, by the Java client's names."""
+        conf = {**JAVA_READER_DEFAULTS, **self.java_source_consumer_config, **JAVA_READER_SETTINGS}
+        conf["group.id"] = reader_group(self.flow)
         conf.setdefault("client.id", f"sparkmirror-{self.flow}-reader")
         return conf
 

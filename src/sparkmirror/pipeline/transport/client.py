@@ -1,0 +1,459 @@
+"""A task's consumer and producer over the transport JVM, with the part of confluent-kafka's API the
+copy uses (``pipeline/executor/stream.py`` and ``sink.py`` call them as they call librdkafka's).
+
+Each object is one loopback connection to the executor's transport JVM and one Java client in it; its
+close (or its process's end) closes that client only. Errors come as confluent-kafka's ``KafkaError``
+of the same broker error code (broker error 10 is Java's ``MESSAGE_TOO_LARGE`` and librdkafka's
+``MSG_SIZE_TOO_LARGE``: the code is what travels), so the sink's rules classify them as they do
+librdkafka's. What differs from librdkafka:
+
+- the consumer's position and end of a partition are those of the last records (or sweep, each
+  second) the JVM sent: its end is the last stable offset (``read_committed``);
+- the producer has no local queue limit (``BufferError``): a full Java producer makes ``produce``
+  wait, at most its ``max.block.ms``, then the record fails;
+- ``list_topics`` is not served (the waits' descriptions say the metadata is unavailable);
+- a record produced without a partition (the offset map's, a dead letter) is placed by the Java
+  producer's partitioner, and its delivery report names partition -1.
+"""
+
+from __future__ import annotations
+
+import collections
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from sparkmirror.pipeline.transport import frames, launcher
+
+#: 'R' frames with records the JVM may send ahead of what the task took.
+_CREDITS = 2
+_RECV = 1 << 20
+#: Bytes of records buffered in Python before they are sent without waiting for the next ``poll``.
+_SEND_AT = 1 << 20
+
+Headers = list[tuple[str, bytes | None]] | None
+#: A delivery callback: ``(error or None, message)``.
+OnDelivery = Callable[[KafkaError | None, "Message"], object]
+
+
+class TransportError(KafkaException):
+    """The transport JVM closed the connection or answered something unexpected."""
+
+
+class _Connection:
+    """One socket to the transport JVM, its hello done: frames out (any thread, one at a time) and in."""
+
+    def __init__(self, role: str, settings: Mapping[str, str]) -> None:
+        directory = launcher.transport_dir()
+        stale: tuple[int, bytes] | None = None
+        last: Exception | None = None
+        for _attempt in range(3):
+            port, token = launcher.address(directory, stale=stale)
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._buf = bytearray()
+                self._pos = 0
+                self.send_lock = threading.Lock()
+                self.recv_lock = threading.Lock()
+                self.closed = False
+                self.sock.sendall(frames.hello(token, role, dict(settings)))
+                kind, body = self.next(30.0, wait=True) or ("", b"")
+            except OSError as exc:
+                last, stale = exc, (port, token)  # the JVM was exiting: start another
+                continue
+            if kind == "X":
+                err = frames.error(body)
+                self.close()
+                raise KafkaException(KafkaError(err.code, f"{err.name}: {err.message}", fatal=err.fatal))
+            if kind != "H":
+                self.close()
+                raise TransportError(KafkaError(frames.ERR_TRANSPORT, f"the transport answered {kind!r} to its hello"))
+            self.sock.settimeout(None)
+            return
+        raise TransportError(KafkaError(frames.ERR_TRANSPORT, f"cannot connect to the transport JVM: {last}"))
+
+    def send(self, data: bytes | bytearray) -> None:
+        with self.send_lock:
+            self.sock.sendall(data)
+
+    def next(self, timeout: float, *, wait: bool = True) -> tuple[str, bytes] | None:
+        """The next frame, waiting up to ``timeout`` seconds for it (none: only what has arrived)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            buf = self._buf
+            have = len(buf) - self._pos
+            if have >= 5:
+                kind, n = frames.HEAD.unpack_from(buf, self._pos)
+                if have >= 5 + n:
+                    start = self._pos + 5
+                    body = bytes(buf[start : start + n])
+                    self._pos = start + n
+                    if self._pos > _RECV:
+                        del buf[: self._pos]
+                        self._pos = 0
+                    return chr(kind), body
+            left = deadline - time.monotonic()
+            if not wait or left <= 0:
+                ready = select.select([self.sock], [], [], 0)[0]
+            else:
+                ready = select.select([self.sock], [], [], left)[0]
+            if not ready:
+                return None
+            data = self.sock.recv(_RECV)
+            if not data:
+                self.closed = True
+                raise TransportError(KafkaError(frames.ERR_TRANSPORT, "the transport JVM closed the connection"))
+            buf += data
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def _kafka_error(err: frames.Error) -> KafkaError:
+    return KafkaError(err.code, f"{err.name}: {err.message}", fatal=err.fatal)
+
+
+class Message:
+    """A record read, or an event (``error()`` set): what the copy reads of confluent-kafka's ``Message``."""
+
+    __slots__ = ("_error", "_headers", "_key", "_offset", "_partition", "_timestamp", "_topic", "_value")
+
+    def __init__(
+        self,
+        topic: str | None,
+        partition: int | None,
+        offset: int | None,
+        timestamp: tuple[int, int] = (0, -1),
+        key: bytes | None = None,
+        value: bytes | None = None,
+        headers: Headers = None,
+        error: KafkaError | None = None,
+    ) -> None:
+        self._topic = topic
+        self._partition = partition
+        self._offset = offset
+        self._timestamp = timestamp
+        self._key = key
+        self._value = value
+        self._headers = headers
+        self._error = error
+
+    def topic(self) -> str | None:
+        return self._topic
+
+    def partition(self) -> int | None:
+        return self._partition
+
+    def offset(self) -> int | None:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return self._timestamp
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def headers(self) -> Headers:
+        return self._headers
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+
+class _Partitions:
+    """Ids for (topic, partition): each named to the JVM once, with a 'T' frame."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[str, int], int] = {}
+        self.keys: list[tuple[str, int]] = []
+
+    def ids_of(self, conn: _Connection, keys: Sequence[tuple[str, int]]) -> list[int]:
+        new = [k for k in dict.fromkeys(keys) if k not in self.ids]
+        if new:
+            defined = []
+            for k in new:
+                self.ids[k] = len(self.keys)
+                self.keys.append(k)
+                defined.append((self.ids[k], k[0], k[1]))
+            conn.send(frames.define(defined))
+        return [self.ids[k] for k in keys]
+
+
+class TransportConsumer:
+    """A source consumer in the transport JVM (``assign`` and its kin are sent, never waited for)."""
+
+    def __init__(self, settings: Mapping[str, str], *, partition_eof: bool = False) -> None:
+        conf = dict(settings)
+        if partition_eof:
+            conf["sparkmirror.transport.partition.eof"] = "true"
+        self._conn = _Connection("C", conf)
+        self._parts = _Partitions()
+        self._queue: collections.deque[Message] = collections.deque()
+        self._positions: dict[int, int] = {}
+        self._ends: dict[int, int] = {}
+        self._conn.send(frames.credits(_CREDITS))
+
+    def _ids(self, tps: Sequence[TopicPartition]) -> list[int]:
+        return self._parts.ids_of(self._conn, [(tp.topic, tp.partition) for tp in tps])
+
+    def assign(self, tps: Sequence[TopicPartition]) -> None:
+        """Read these partitions from these offsets, in place of any assigned before (what an earlier
+        task's assignment had fetched is dropped)."""
+        self._queue.clear()
+        self._positions.clear()
+        self._ends.clear()
+        ids = self._ids(tps)
+        for pid, tp in zip(ids, tps, strict=True):
+            self._positions[pid] = tp.offset
+        self._conn.send(frames.offsets("A", [(pid, tp.offset) for pid, tp in zip(ids, tps, strict=True)]))
+
+    def seek(self, tp: TopicPartition) -> None:
+        pid = self._ids([tp])[0]
+        self._positions[pid] = tp.offset
+        self._conn.send(frames.offsets("K", [(pid, tp.offset)]))
+
+    def incremental_unassign(self, tps: Sequence[TopicPartition]) -> None:
+        self._conn.send(frames.ids("U", self._ids(tps)))
+
+    def pause(self, tps: Sequence[TopicPartition]) -> None:
+        self._conn.send(frames.ids("S", self._ids(tps)))
+
+    def resume(self, tps: Sequence[TopicPartition]) -> None:
+        self._conn.send(frames.ids("G", self._ids(tps)))
+
+    def poll(self, timeout: float = -1) -> Message | None:
+        if not self._queue:
+            self._pump(timeout if timeout >= 0 else 3600.0)
+        return self._queue.popleft() if self._queue else None
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        if not self._queue:
+            self._pump(timeout if timeout >= 0 else 3600.0)
+        q = self._queue
+        n = min(num_messages, len(q))
+        return [q.popleft() for _ in range(n)]
+
+    def _pump(self, timeout: float) -> None:
+        """Take what the JVM sent, waiting up to ``timeout`` for a record or an event."""
+        deadline = time.monotonic() + timeout
+        while not self._queue:
+            got = self._conn.next(max(0.0, deadline - time.monotonic()))
+            if got is None:
+                return
+            kind, body = got
+            if kind == "R":
+                self._records(body)
+            elif kind == "X":
+                err = frames.error(body)
+                topic, partition = self._parts.keys[err.id] if err.id >= 0 else (None, None)
+                self._queue.append(Message(topic, partition, None, error=_kafka_error(err)))
+            else:
+                raise TransportError(KafkaError(frames.ERR_TRANSPORT, f"unexpected frame {kind!r} from the transport"))
+
+    def _records(self, body: bytes) -> None:
+        read, positions, ends = frames.records(body)
+        keys = self._parts.keys
+        q = self._queue
+        for pid, offset, ts, key, value, headers in read:
+            topic, partition = keys[pid]
+            q.append(Message(topic, partition, offset, ts, key, value, headers))
+        if read:
+            self._conn.send(frames.credits(1))
+        for pid, position, end in positions:
+            self._positions[pid] = position
+            if end >= 0:
+                self._ends[pid] = end
+        for pid, offset in ends:
+            topic, partition = keys[pid]
+            q.append(Message(topic, partition, offset, error=KafkaError(KafkaError._PARTITION_EOF, "end of partition")))
+
+    def position(self, tps: Sequence[TopicPartition]) -> list[TopicPartition]:
+        out = []
+        for tp in tps:
+            pid = self._parts.ids.get((tp.topic, tp.partition))
+            out.append(
+                TopicPartition(tp.topic, tp.partition, self._positions.get(pid, -1001) if pid is not None else -1001)
+            )
+        return out
+
+    def get_watermark_offsets(
+        self, tp: TopicPartition, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int]:
+        pid = self._parts.ids.get((tp.topic, tp.partition))
+        return -1001, self._ends.get(pid, -1) if pid is not None else -1
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class _Pending:
+    """One partition's records sent and not yet reported, in the order sent (numbered from ``base``)."""
+
+    __slots__ = ("base", "records", "results", "topic", "partition")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.base = 0
+        #: (callback, timestamp, key, value, headers) per record, the next to report first.
+        self.records: collections.deque[tuple[OnDelivery | None, int, bytes | None, bytes | None, Headers]] = (
+            collections.deque()
+        )
+        #: Acknowledgements that came before an earlier record's (a record the Java producer refused at
+        #: once): number -> (target offset, error).
+        self.results: dict[int, tuple[int, KafkaError | None]] = {}
+
+
+class TransportProducer:
+    """A producer in the transport JVM. Records go out at every ``poll``/``flush`` (or once a megabyte
+    waits); each partition's delivery reports are served in the order its records were produced, as
+    librdkafka's are."""
+
+    def __init__(self, settings: Mapping[str, str]) -> None:
+        self._conn = _Connection("P", settings)
+        self._parts = _Partitions()
+        self._pending: dict[int, _Pending] = {}
+        self._out = bytearray()
+        self._count = 0
+        self._outstanding = 0
+        self._lock = threading.Lock()
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int = -1,
+        callback: OnDelivery | None = None,
+        on_delivery: OnDelivery | None = None,
+        timestamp: int = 0,
+        headers: Headers = None,
+    ) -> None:
+        if self._conn.closed:
+            raise KafkaException(KafkaError(KafkaError._STATE, "the producer was closed"))
+        with self._lock:
+            pid = self._parts.ids.get((topic, partition))
+            if pid is None:
+                pid = self._parts.ids_of(self._conn, [(topic, partition)])[0]
+                self._pending[pid] = _Pending(topic, partition)
+            self._pending[pid].records.append((on_delivery or callback, timestamp, key, value, headers))
+            frames.put_record(self._out, pid, timestamp, key, value, headers)
+            self._count += 1
+            self._outstanding += 1
+            if len(self._out) >= _SEND_AT:
+                self._send_locked()
+
+    def _send_locked(self) -> None:
+        if self._count:
+            out, self._out = self._out, bytearray()
+            self._conn.send(frames.frame("P", frames.INT.pack(self._count) + out))
+            self._count = 0
+
+    def _send(self) -> None:
+        with self._lock:
+            self._send_locked()
+
+    def __len__(self) -> int:
+        return self._outstanding
+
+    def poll(self, timeout: float = -1) -> int:
+        """Send what waits, then serve the delivery reports that came (waiting up to ``timeout`` for one)."""
+        self._send()
+        return self._serve(timeout if timeout >= 0 else 3600.0, until_empty=False)
+
+    def flush(self, timeout: float = -1) -> int:
+        """Send what waits, and serve delivery reports until none is outstanding or ``timeout`` passed;
+        returns how many are still outstanding."""
+        self._send()
+        deadline = time.monotonic() + (timeout if timeout >= 0 else 3600.0)
+        while self._outstanding:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self._serve(left, until_empty=True)
+        return self._outstanding
+
+    def _serve(self, timeout: float, *, until_empty: bool) -> int:
+        served = 0
+        deadline = time.monotonic() + timeout
+        with self._conn.recv_lock:
+            wait = timeout
+            while True:
+                got = self._conn.next(wait)
+                if got is None:
+                    return served
+                kind, body = got
+                if kind == "A":
+                    served += self._acks(body)
+                elif kind == "X":
+                    err = frames.error(body)
+                    raise KafkaException(_kafka_error(err))
+                else:
+                    raise TransportError(
+                        KafkaError(frames.ERR_TRANSPORT, f"unexpected frame {kind!r} from the transport")
+                    )
+                if until_empty and self._outstanding:
+                    wait = max(0.0, deadline - time.monotonic())
+                else:
+                    wait = 0.0  # then only what has already arrived
+
+    def _acks(self, body: bytes) -> int:
+        served = 0
+        for pid, first, count, offset, code, message in frames.acks(body):
+            p = self._pending[pid]
+            err = KafkaError(code, message) if code else None
+            if first == p.base and err is None and not p.results:
+                served += self._report(p, count, offset)
+                continue
+            for i in range(count):
+                p.results[first + i] = (offset + i if err is None else -1, err)
+            while p.base in p.results:
+                target, e = p.results.pop(p.base)
+                served += self._report(p, 1, target, e)
+        return served
+
+    def _report(self, p: _Pending, count: int, offset: int, err: KafkaError | None = None) -> int:
+        """Call the callbacks of ``p``'s next ``count`` records (target offsets from ``offset``)."""
+        records = p.records
+        topic, partition = p.topic, p.partition
+        for i in range(count):
+            cb, ts, key, value, headers = records.popleft()
+            if cb is not None:
+                cb(err, _Delivered(topic, partition, offset + i if err is None else -1001, ts, key, value, headers))
+        p.base += count
+        with self._lock:
+            self._outstanding -= count
+        return count
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Drop everything not yet reported: the connection closes, and the JVM closes its producer at once."""
+        self.close()
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> object:
+        raise KafkaException(KafkaError(KafkaError._NOT_IMPLEMENTED, "the transport does not serve metadata"))
+
+    def close(self, timeout: float | None = None) -> None:
+        self._conn.close()
+
+
+class _Delivered(Message):
+    """A delivery report's message: the record as produced, with the target offset."""
+
+    __slots__ = ()
+
+    def __init__(
+        self, topic: str, partition: int, offset: int, ts: int, key: bytes | None, value: bytes | None, headers: Headers
+    ) -> None:
+        super().__init__(topic, partition, offset, (1, ts), key, value, headers)

@@ -1,0 +1,224 @@
+"""The transport's frames: the one list of what a task's Python and the transport JVM say to each other.
+
+A frame is a kind byte, the body's length (a big-endian int) and the body. In a body every number is
+big-endian; ``bytes`` is an int length (-1: null) and that many bytes; ``str`` is ``bytes`` of UTF-8;
+``n x {...}`` is an int count and that many groups. ``java/TransportServer.java`` writes and reads the
+same kinds (``tests/unit/pipeline/test_transport_frames.py`` checks that both name the same ones), and
+the codecs here are the only Python that encodes or decodes them.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+HEAD = struct.Struct(">Bi")
+INT = struct.Struct(">i")
+LONG = struct.Struct(">q")
+
+
+#: Every frame, by (kind, role, direction).
+FRAMES: dict[tuple[str, str, str], str] = {
+    ("H", "any", "to java"): "token:bytes role:byte n x {key:str value:str}  (the client's Java settings)",
+    ("H", "any", "to python"): "(empty) the client is made",
+    ("X", "any", "to python"): "id:int code:int fatal:byte name:str message:str  (id -1: the client's own)",
+    ("T", "consumer", "to java"): "n x {id:int topic:str partition:int}  (names a partition by id)",
+    ("A", "consumer", "to java"): "n x {id:int offset:long}  (assign these, at these offsets, in place of any before)",
+    ("K", "consumer", "to java"): "n x {id:int offset:long}  (seek)",
+    ("U", "consumer", "to java"): "n x {id:int}  (unassign)",
+    ("S", "consumer", "to java"): "n x {id:int}  (pause)",
+    ("G", "consumer", "to java"): "n x {id:int}  (resume)",
+    ("N", "consumer", "to java"): "credits:int  (may send that many more 'R' frames with records)",
+    ("R", "consumer", "to python"): (
+        "n x {id:int offset:long tstype:byte timestamp:long key:bytes value:bytes m x {key:str value:bytes}} "
+        "n x {id:int position:long end:long} n x {id:int offset:long}  (records; positions; ends reached)"
+    ),
+    ("T", "producer", "to java"): "n x {id:int topic:str partition:int}",
+    ("P", "producer", "to java"): (
+        "n x {id:int timestamp:long key:bytes value:bytes m x {key:str value:bytes}}  "
+        "(records; each partition's numbered from 0 in order)"
+    ),
+    ("A", "producer", "to python"): (
+        "n x {id:int first:long count:int offset:long code:int [message:str if code != 0]}  "
+        "(a run of acknowledgements: numbers first.., target offsets offset..)"
+    ),
+}
+
+#: The transport's own error code (a refused connection, an unknown frame): below Kafka's and librdkafka's.
+ERR_TRANSPORT = -10001
+
+
+def frame(kind: str, body: bytes | bytearray) -> bytes:
+    return HEAD.pack(ord(kind), len(body)) + body
+
+
+def put_bytes(out: bytearray, b: bytes | None) -> None:
+    if b is None:
+        out += b"\xff\xff\xff\xff"
+    else:
+        out += INT.pack(len(b))
+        out += b
+
+
+def put_str(out: bytearray, s: str) -> None:
+    put_bytes(out, s.encode())
+
+
+def take_bytes(body: bytes, pos: int) -> tuple[bytes | None, int]:
+    n = INT.unpack_from(body, pos)[0]
+    pos += 4
+    if n < 0:
+        return None, pos
+    return body[pos : pos + n], pos + n
+
+
+def take_str(body: bytes, pos: int) -> tuple[str, int]:
+    b, pos = take_bytes(body, pos)
+    return (b or b"").decode(), pos
+
+
+def hello(token: bytes, role: str, settings: dict[str, str]) -> bytes:
+    out = bytearray()
+    put_bytes(out, token)
+    out += role.encode()
+    out += INT.pack(len(settings))
+    for k, v in settings.items():
+        put_str(out, k)
+        put_str(out, v)
+    return frame("H", out)
+
+
+def define(pairs: list[tuple[int, str, int]]) -> bytes:
+    out = bytearray(INT.pack(len(pairs)))
+    for pid, topic, partition in pairs:
+        out += INT.pack(pid)
+        put_str(out, topic)
+        out += INT.pack(partition)
+    return frame("T", out)
+
+
+_ID_OFFSET = struct.Struct(">iq")
+
+
+def offsets(kind: str, items: list[tuple[int, int]]) -> bytes:
+    out = bytearray(INT.pack(len(items)))
+    for pid, offset in items:
+        out += _ID_OFFSET.pack(pid, offset)
+    return frame(kind, out)
+
+
+def ids(kind: str, items: list[int]) -> bytes:
+    return frame(kind, INT.pack(len(items)) + b"".join(INT.pack(i) for i in items))
+
+
+def credits(n: int) -> bytes:
+    return frame("N", INT.pack(n))
+
+
+class Error(NamedTuple):
+    id: int
+    code: int
+    fatal: bool
+    name: str
+    message: str
+
+
+def error(body: bytes) -> Error:
+    pid, code, fatal = struct.unpack_from(">iib", body, 0)
+    name, pos = take_str(body, 9)
+    message, _pos = take_str(body, pos)
+    return Error(pid, code, bool(fatal), name, message)
+
+
+_RECORD_HEAD = struct.Struct(">iqbqi")
+_POSITION = struct.Struct(">iqq")
+
+#: A record read: (id, offset, (timestamp type, timestamp), key, value, headers or None).
+Read = tuple[int, int, tuple[int, int], bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]
+
+
+def records(body: bytes) -> tuple[list[Read], list[tuple[int, int, int]], list[tuple[int, int]]]:
+    """An 'R' frame: its records, the positions and ends it says (id, position, end), and the ends
+    reached (id, offset)."""
+    unpack_head = _RECORD_HEAD.unpack_from
+    unpack_int = INT.unpack_from
+    out: list[Read] = []
+    n = unpack_int(body, 0)[0]
+    pos = 4
+    for _ in range(n):
+        pid, offset, tstype, ts, klen = unpack_head(body, pos)
+        pos += 25
+        if klen < 0:
+            key = None
+        else:
+            key = body[pos : pos + klen]
+            pos += klen
+        vlen = unpack_int(body, pos)[0]
+        pos += 4
+        if vlen < 0:
+            value = None
+        else:
+            value = body[pos : pos + vlen]
+            pos += vlen
+        count = unpack_int(body, pos)[0]
+        pos += 4
+        headers: list[tuple[str, bytes | None]] | None = None
+        if count:
+            headers = []
+            for _h in range(count):
+                hk, pos = take_str(body, pos)
+                hv, pos = take_bytes(body, pos)
+                headers.append((hk, hv))
+        out.append((pid, offset, (tstype, ts), key, value, headers))
+    positions: list[tuple[int, int, int]] = []
+    for _ in range(unpack_int(body, pos)[0]):
+        positions.append(_POSITION.unpack_from(body, pos + 4 + len(positions) * 20))
+    pos += 4 + 20 * len(positions)
+    ends = [_ID_OFFSET.unpack_from(body, pos + 4 + 12 * i) for i in range(unpack_int(body, pos)[0])]
+    return out, positions, ends
+
+
+_SEND_HEAD = struct.Struct(">iqi")
+
+
+def put_record(
+    out: bytearray,
+    pid: int,
+    timestamp: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]] | None,
+) -> None:
+    """One record of a 'P' frame."""
+    if key is None:
+        out += _SEND_HEAD.pack(pid, timestamp, -1)
+    else:
+        out += _SEND_HEAD.pack(pid, timestamp, len(key))
+        out += key
+    put_bytes(out, value)
+    if headers:
+        out += INT.pack(len(headers))
+        for hk, hv in headers:
+            put_str(out, hk)
+            put_bytes(out, hv)
+    else:
+        out += b"\0\0\0\0"
+
+
+_ACK = struct.Struct(">iqiqi")
+
+#: A run of acknowledgements: (id, first number, count, first target offset, code, message).
+Ack = tuple[int, int, int, int, int, str]
+
+
+def acks(body: bytes) -> list[Ack]:
+    out: list[Ack] = []
+    pos = 4
+    for _ in range(INT.unpack_from(body, 0)[0]):
+        pid, first, count, offset, code = _ACK.unpack_from(body, pos)
+        pos += 28
+        message = ""
+        if code:
+            message, pos = take_str(body, pos)
+        out.append((pid, first, count, offset, code, message))
+    return out

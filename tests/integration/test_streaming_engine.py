@@ -247,6 +247,12 @@ def test_each_flow_has_tasks_of_its_own_and_a_backlog_does_not_delay_another(
 
 def _pyspark_workers() -> dict[int, int]:
     """PySpark's Python workers on this host (forked by its daemon): pid -> parent pid."""
+    found = _processes(b"pyspark.daemon")
+    return {pid: ppid for pid, ppid in found.items() if ppid in found}  # the daemon's children only
+
+
+def _processes(marker: bytes) -> dict[int, int]:
+    """Processes on this host whose command line holds ``marker``: pid -> parent pid."""
     out: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -256,9 +262,9 @@ def _pyspark_workers() -> dict[int, int]:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if b"pyspark.daemon" in cmdline:
+        if marker in cmdline:
             out[int(entry.name)] = ppid
-    return {pid: ppid for pid, ppid in out.items() if ppid in out}  # the daemon's children only
+    return out
 
 
 def _cpu_seconds(pids: Iterable[int]) -> float:
@@ -347,13 +353,18 @@ def test_an_idle_streaming_flow_does_not_spin(bootstraps, spark, tmp_path: Path)
     assert used <= 0.2, f"the idle flow's workers used {used:.2f} CPU seconds in 10 s"
 
 
-@TRANSPORTS
-def test_a_killed_python_worker_is_replaced_and_its_task_resumes_from_the_target(
-    bootstraps, spark, tmp_path: Path, transport: str
+@pytest.mark.parametrize(
+    ("transport", "victim"),
+    [("", "python worker"), (JAVA_TRANSPORT, "python worker"), (JAVA_TRANSPORT, "transport JVM")],
+    ids=["librdkafka", "java", "java-jvm"],
+)
+def test_a_killed_python_worker_or_transport_jvm_is_replaced_and_its_task_resumes_from_the_target(
+    bootstraps, spark, tmp_path: Path, transport: str, victim: str
 ) -> None:
-    """SIGKILL of the Python worker of a streaming task mid-stream: Spark retries the task in a new
-    worker, which resumes from the progress on the target: nothing lost, and no more written again
-    than what was produced since the last commit (at most one commit interval of the load)."""
+    """SIGKILL of the Python worker of a streaming task mid-stream (or of the executor's transport JVM,
+    whose clients every task reads and writes with): Spark retries the task in a new worker (with a new
+    transport JVM), which resumes from the progress on the target: nothing lost, and no more written
+    again than what was produced since the last commit (at most one commit interval of the load)."""
     topic = unique("workerkill")
     create_topics(bootstraps["A"], {topic: 2})
     remote = f"A.{topic}"
@@ -363,13 +374,15 @@ def test_a_killed_python_worker_is_replaced_and_its_task_resumes_from_the_target
         for p, recs in sent.items():
             produce(bootstraps["A"], topic, p, recs[:200])
         wait_for(lambda: all(_count(bootstraps["B"], remote, p) >= 200 for p in sent), timeout_s=60, what="B")
-        workers = _pyspark_workers()
+        workers = _pyspark_workers() if victim == "python worker" else _processes(b"TransportServer")
         assert workers
         for pid in workers:
             os.kill(pid, signal.SIGKILL)
         for p, recs in sent.items():
             produce(bootstraps["A"], topic, p, recs[200:])
         wait_for(lambda: all(_count(bootstraps["B"], remote, p) >= 400 for p in sent), timeout_s=120, what="the rest")
+        if victim == "transport JVM":  # the retried tasks started another
+            assert set(_processes(b"TransportServer")) - set(workers)
         time.sleep(1)
     for p, recs in sent.items():
         values = [r.value for r in read_partition(bootstraps["B"], remote, p)]

@@ -102,14 +102,17 @@ def _assert_exactly_once(bootstraps: dict[str, str], topic: str, committed: dict
         assert got == source, f"A.{topic}[{p}]: order differs or aborted records leaked"
 
 
-def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["librdkafka", "java"])
+def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path, transport: str) -> None:
+    """Also with the tasks' Java clients (``sparkmirror.transport = java``): a killed run leaves its
+    transport JVM behind, serving no task, and the next run's tasks fence its transactions."""
     topic = unique("eos")
     create_topics(bootstraps["A"], {topic: PARTITIONS})
     cfg = write_config(
         tmp_path / "mm2.properties",
         bootstraps["A"],
         bootstraps["B"],
-        extra=f"A->B.topics = {topic}\n{EOS}",
+        extra=f"A->B.topics = {topic}\n{EOS}sparkmirror.transport = {transport}\n",
     )
     committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     errors: list[object] = []
@@ -138,6 +141,7 @@ def test_sigkill_five_times_no_duplicates_no_loss(bootstraps, tmp_path: Path) ->
     result = run_cli("run", str(cfg), "--once", timeout_s=900)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "mode=exactly-once" in result.stderr
+    assert f"(clients: {transport})" in result.stderr
     _assert_exactly_once(bootstraps, topic, committed)
     print(f"records={sum(len(v) for v in committed.values())} committed, kills=5, duplicates=0, lost=0")
 

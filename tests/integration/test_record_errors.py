@@ -33,9 +33,11 @@ def _setup(bootstraps: dict[str, str], prefix: str) -> tuple[str, list[Rec]]:
 
 
 def _writer_lines(writer: str) -> str:
-    """``python`` or ``python exactly-once``: the config lines of that writer and mode."""
+    """``python`` or ``java`` (the tasks' clients: librdkafka's or the transport JVM's), then `` exactly-once``
+    or not: the config lines of that writer and mode."""
     name, _, mode = writer.partition(" ")
-    return f"sparkmirror.writer = {name}\n" + ("exactly.once.source.support = enabled\n" if mode else "")
+    transport = {"python": "librdkafka", "java": "java"}[name]
+    return f"sparkmirror.transport = {transport}\n" + ("exactly.once.source.support = enabled\n" if mode else "")
 
 
 def _dead_letter_config(bootstraps, tmp_path: Path, topics: str, dlq: str, writer: str) -> Path:
@@ -51,10 +53,12 @@ def _dead_letter_config(bootstraps, tmp_path: Path, topics: str, dlq: str, write
     )
 
 
-WRITERS = pytest.mark.parametrize("writer", ["python"])
+WRITERS = pytest.mark.parametrize("writer", ["python", "java"])
 #: Exactly once too: a record refused by the size check, before sending, is settled inside the
 #: group's transaction.
-WRITERS_AND_EXACTLY_ONCE = pytest.mark.parametrize("writer", ["python", "python exactly-once"])
+WRITERS_AND_EXACTLY_ONCE = pytest.mark.parametrize(
+    "writer", ["python", "python exactly-once", "java", "java exactly-once"]
+)
 
 
 @WRITERS_AND_EXACTLY_ONCE

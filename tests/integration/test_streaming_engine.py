@@ -73,7 +73,13 @@ TRANSPORTS = pytest.mark.parametrize("transport", ["", JAVA_TRANSPORT], ids=["li
 
 @pytest.mark.parametrize(
     "mode",
-    ["at-least-once", "at-least-once, a producer per partition", "at-least-once, Java transport", "exactly-once"],
+    [
+        "at-least-once",
+        "at-least-once, a producer per partition",
+        "at-least-once, Java transport",
+        "exactly-once",
+        "exactly-once, Java transport",
+    ],
 )
 def test_streaming_engine_copies_every_field_and_keeps_its_progress_on_the_target(
     bootstraps, spark, tmp_path: Path, mode: str
@@ -87,17 +93,18 @@ def test_streaming_engine_copies_every_field_and_keeps_its_progress_on_the_targe
         "exactly-once": EXACTLY_ONCE,
         "at-least-once, a producer per partition": PRODUCER_PER_PARTITION,
         "at-least-once, Java transport": JAVA_TRANSPORT,
+        "exactly-once, Java transport": EXACTLY_ONCE + JAVA_TRANSPORT,
     }
     cfg = _config(bootstraps, tmp_path, topic, extra.get(mode, ""))
     Mirror(load_config(cfg), once=True).run()
-    _check_copied(bootstraps, cfg, topic, sent, exactly_once=mode == "exactly-once")
+    _check_copied(bootstraps, cfg, topic, sent, exactly_once=mode.startswith("exactly-once"))
     # A second run continues from the target: nothing copied twice, the map extended.
     for p in range(3):
         more = _records(p, 40, first=len(sent[p]))
         produce(bootstraps["A"], topic, p, more)
         sent[p] = sent[p] + more
     Mirror(load_config(cfg), once=True).run()
-    _check_copied(bootstraps, cfg, topic, sent, exactly_once=mode == "exactly-once")
+    _check_copied(bootstraps, cfg, topic, sent, exactly_once=mode.startswith("exactly-once"))
 
 
 @TRANSPORTS

@@ -209,12 +209,12 @@ class SparkSettings(_Frozen):
     (issue 27; docs/decisions.md, "The JVM writer") and is refused with the reason."""
 
     transport: Literal["librdkafka", "java"] = Field(default="librdkafka", alias="sparkmirror.transport")
-    """Streaming engine, at least once: the clients a copy task reads and writes with. ``librdkafka``
+    """Streaming engine: the clients a copy task reads and writes with. ``librdkafka``
     (confluent-kafka in the task's Python worker) or ``java``: Kafka's Java clients in one JVM per
     executor, shared by its tasks, with every record still going through the task's Python and its
     record rules (``pipeline/transport``; needs Java 17 where tasks run, and a JDK once to compile it).
     The client settings (``A.consumer.*``, ``B.producer.*``) then reach the Java clients as written.
-    Not yet with exactly once (refused at start). docs/decisions.md, "Java clients as the task's
+    docs/decisions.md, "Java clients as the task's
     transport"."""
 
     @field_validator("writer", "engine", "source_reader")
@@ -433,11 +433,6 @@ class FlowConfig(_Frozen):
             raise ValueError(f"a flow needs two different clusters, got {self.source}->{self.target}")
         # Build the policy and filters once so that a bad class name or regex fails at load time.
         _ = self.policy, self.topic_filter, self.group_filter, self.config_property_filter
-        if self.spark.transport == "java" and self.exactly_once:
-            raise ValueError(
-                f"flow {self.name}: sparkmirror.transport = java does not carry exactly once yet: set "
-                "sparkmirror.transport = librdkafka, or copy at least once"
-            )
         return self
 
     @property

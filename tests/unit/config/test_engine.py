@@ -84,10 +84,8 @@ def _file(tmp_path: Path, extra: str) -> Path:
     return path
 
 
-def test_the_java_transport_is_chosen_per_flow_and_refused_with_exactly_once(tmp_path: Path) -> None:
+def test_the_java_transport_is_chosen_per_flow(tmp_path: Path) -> None:
     assert load_config(_file(tmp_path, "")).flows[0].spark.transport == "librdkafka"
     assert load_config(_file(tmp_path, "A->B.sparkmirror.transport = java\n")).flows[0].spark.transport == "java"
-    with pytest.raises(ConfigError, match="does not carry exactly once yet"):
-        load_config(_file(tmp_path, "sparkmirror.transport = java\nexactly.once.source.support = enabled\n"))
     with pytest.raises(ConfigError, match="sparkmirror.transport"):
         load_config(_file(tmp_path, "sparkmirror.transport = kafka-python\n"))

@@ -218,10 +218,12 @@ class StreamingCopy:
                 interruptOnCancel=True,
             )
             log.info(
-                "flow=%s streaming engine: %d partitions in %d long-running tasks, progress committed every %d ms",
+                "flow=%s streaming engine: %d partitions in %d long-running tasks (clients: %s), progress committed "
+                "every %d ms",
                 self.flow,
                 sum(len(g) for g in groups),
                 len(groups),
+                plan.transport,
                 plan.commit_interval_ms,
             )
 

@@ -84,12 +84,21 @@ def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer
     (``plan.producer_generation``): a producer cached by an earlier job, fenced since, is never reused."""
     from sparkmirror.kafka.factory import new_producer
 
-    conf = plan.transactional_producer_config(*partition)
-    tid = conf["transactional.id"]
-    key = _key("transactional", tid, plan.producer_generation, conf)
+    tid = plan.transactional_id(*partition)
+    if plan.transport == "java":
+        from sparkmirror.pipeline.transport.client import TransportProducer
+
+        conf = plan.java_transactional_config(tid)
+        key = _key("transport-transactional", tid, plan.producer_generation, conf)
+    else:
+        conf = plan.transactional_producer_config(*partition)
+        key = _key("transactional", tid, plan.producer_generation, conf)
 
     def make() -> Producer:
-        p = new_producer(conf)
+        if plan.transport == "java":
+            p: Producer = TransportProducer(conf, group=plan.progress_group)  # type: ignore[assignment]
+        else:
+            p = new_producer(conf)
         remote = plan.remote_topic(partition[0])
 
         def waiting() -> str:

@@ -150,6 +150,14 @@ class WritePlan:
         conf.setdefault("enable.sparse.connections", "false")
         return conf
 
+    def java_transactional_config(self, transactional_id: str) -> dict[str, str]:
+        """:meth:`transactional_config` for the transport's Java producer, by the Java client's names."""
+        conf = dict(self.java_producer_config)
+        conf["transactional.id"] = transactional_id
+        conf["transaction.timeout.ms"] = str(self.transaction_timeout_ms)
+        conf.setdefault("client.id", f"sparkmirror-{self.flow}")
+        return conf
+
     def reader_config(self) -> dict[str, str]:
         """A task's source consumer: a position the source no longer holds is an error, never a silent
         jump (the driver then looks for source loss)."""

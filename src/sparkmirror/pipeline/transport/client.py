@@ -11,7 +11,11 @@ librdkafka's. What differs from librdkafka:
   second) the JVM sent: its end is the last stable offset (``read_committed``);
 - the producer has no local queue limit (``BufferError``): a full Java producer makes ``produce``
   wait, at most its ``max.block.ms``, then the record fails;
-- ``list_topics`` is not served (the waits' descriptions say the metadata is unavailable);
+- ``list_topics`` answers for one topic (the waits' descriptions), from the Java producer's metadata;
+- the transaction calls' timeouts bound the wait for an answer; the Java producer's own call goes on
+  (bounded by its ``max.block.ms``), and a call repeated once it succeeded succeeds again (Java's rule
+  for a call that timed out: call it again); the group of ``send_offsets_to_transaction`` is the one
+  the producer was made for (``group``), whatever metadata is passed;
 - a record produced without a partition (the offset map's, a dead letter) is placed by the Java
   producer's partitioner, and its delivery report names partition -1.
 """
@@ -321,8 +325,12 @@ class TransportProducer:
     waits); each partition's delivery reports are served in the order its records were produced, as
     librdkafka's are."""
 
-    def __init__(self, settings: Mapping[str, str]) -> None:
-        self._conn = _Connection("P", settings)
+    def __init__(self, settings: Mapping[str, str], *, group: str = "") -> None:
+        conf = dict(settings)
+        if group:
+            conf["sparkmirror.transport.group.id"] = group
+        self._conn = _Connection("P", conf)
+        self._requests = 0
         self._parts = _Partitions()
         self._pending: dict[int, _Pending] = {}
         self._out = bytearray()
@@ -397,6 +405,8 @@ class TransportProducer:
                 kind, body = got
                 if kind == "A":
                     served += self._acks(body)
+                elif kind == "Q":
+                    pass  # the answer to a request its caller gave up waiting for
                 elif kind == "X":
                     err = frames.error(body)
                     raise KafkaException(_kafka_error(err))
@@ -437,12 +447,77 @@ class TransportProducer:
             self._outstanding -= count
         return count
 
+    def _request(self, op: str, payload: bytes = b"", timeout: float = -1) -> bytes:
+        """Send what waits, then request ``op`` and wait up to ``timeout`` for its answer (serving the
+        delivery reports that come before it); raises its error as librdkafka would."""
+        self._send()
+        with self._lock:
+            self._requests += 1
+            number = self._requests
+        self._conn.send(frames.request(number, op, payload))
+        deadline = time.monotonic() + (timeout if timeout >= 0 else 3600.0)
+        with self._conn.recv_lock:
+            while True:
+                got = self._conn.next(max(0.0, deadline - time.monotonic()))
+                if got is None:
+                    raise KafkaException(
+                        KafkaError(
+                            KafkaError._TIMED_OUT, f"no answer from the transport in {timeout:g}s", retriable=True
+                        )
+                    )
+                kind, body = got
+                if kind == "A":
+                    self._acks(body)
+                    continue
+                if kind == "X":
+                    raise KafkaException(_kafka_error(frames.error(body)))
+                if kind != "Q":
+                    raise TransportError(
+                        KafkaError(frames.ERR_TRANSPORT, f"unexpected frame {kind!r} from the transport")
+                    )
+                answer = frames.reply(body)
+                if answer.number != number:
+                    continue  # an earlier request's, given up on
+                if answer.code:
+                    raise KafkaException(
+                        KafkaError(
+                            answer.code,
+                            f"{answer.name}: {answer.message}",
+                            fatal=bool(answer.flags & 1),
+                            retriable=bool(answer.flags & 2),
+                            txn_requires_abort=bool(answer.flags & 4),
+                        )
+                    )
+                return answer.payload
+
+    def init_transactions(self, timeout: float = -1) -> None:
+        self._request("I", timeout=timeout)
+
+    def begin_transaction(self) -> None:
+        self._request("B", timeout=30.0)
+
+    def send_offsets_to_transaction(
+        self, positions: Sequence[TopicPartition], group_metadata: object, timeout: float = -1
+    ) -> None:
+        payload = frames.offsets_payload([(tp.topic, tp.partition, tp.offset) for tp in positions])
+        self._request("O", payload, timeout)
+
+    def commit_transaction(self, timeout: float = -1) -> None:
+        self._request("C", timeout=timeout)
+
+    def abort_transaction(self, timeout: float = -1) -> None:
+        self._request("Z", timeout=timeout)
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+        """One topic's partitions (leader, in-sync replicas) and brokers, as the Java producer knows them."""
+        if topic is None:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "the transport lists one topic at a time"))
+        partitions, brokers = frames.metadata(self._request("M", frames.str_payload(topic), timeout))
+        return ClusterMetadata(topic, partitions, brokers)
+
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         """Drop everything not yet reported: the connection closes, and the JVM closes its producer at once."""
         self.close()
-
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> object:
-        raise KafkaException(KafkaError(KafkaError._NOT_IMPLEMENTED, "the transport does not serve metadata"))
 
     def close(self, timeout: float | None = None) -> None:
         self._conn.close()
@@ -457,3 +532,28 @@ class _Delivered(Message):
         self, topic: str, partition: int, offset: int, ts: int, key: bytes | None, value: bytes | None, headers: Headers
     ) -> None:
         super().__init__(topic, partition, offset, (1, ts), key, value, headers)
+
+
+class _Broker:
+    def __init__(self, broker: int, host: str, port: int) -> None:
+        self.id, self.host, self.port = broker, host, port
+
+
+class _Partition:
+    def __init__(self, partition: int, leader: int, isrs: list[int]) -> None:
+        self.id, self.leader, self.isrs, self.replicas, self.error = partition, leader, isrs, isrs, None
+
+
+class _Topic:
+    def __init__(self, topic: str, partitions: dict[int, _Partition]) -> None:
+        self.topic, self.partitions, self.error = topic, partitions, None
+
+
+class ClusterMetadata:
+    """What the waits read of confluent-kafka's ``ClusterMetadata``: ``brokers`` and ``topics``."""
+
+    def __init__(
+        self, topic: str, partitions: dict[int, tuple[int, list[int]]], brokers: dict[int, tuple[str, int]]
+    ) -> None:
+        self.brokers = {b: _Broker(b, host, port) for b, (host, port) in brokers.items()}
+        self.topics = {topic: _Topic(topic, {p: _Partition(p, leader, isr) for p, (leader, isr) in partitions.items()})}

@@ -38,6 +38,15 @@ FRAMES: dict[tuple[str, str, str], str] = {
         "n x {id:int timestamp:long key:bytes value:bytes m x {key:str value:bytes}}  "
         "(records; each partition's numbered from 0 in order)"
     ),
+    ("Q", "producer", "to java"): (
+        "number:int op:byte [offsets: n x {topic:str partition:int offset:long} if op 'O'] [topic:str if op 'M']  "
+        "(a request: 'I' init, 'B' begin, 'O' send offsets, 'C' commit, 'Z' abort a transaction, 'M' metadata)"
+    ),
+    ("Q", "producer", "to python"): (
+        "number:int code:int flags:byte name:str message:str [payload if code == 0]  (flags: 1 fatal, 2 "
+        "retriable, 4 the transaction must be aborted; 'M': n x {partition:int leader:int m x {isr:int}} "
+        "n x {broker:int host:str port:int}), after every acknowledgement queued before it"
+    ),
     ("A", "producer", "to python"): (
         "n x {id:int first:long count:int offset:long code:int [message:str if code != 0]}  "
         "(a run of acknowledgements: numbers first.., target offsets offset..)"
@@ -203,6 +212,64 @@ def put_record(
             put_bytes(out, hv)
     else:
         out += b"\0\0\0\0"
+
+
+def request(number: int, op: str, payload: bytes = b"") -> bytes:
+    return frame("Q", INT.pack(number) + op.encode() + payload)
+
+
+def offsets_payload(positions: list[tuple[str, int, int]]) -> bytes:
+    out = bytearray(INT.pack(len(positions)))
+    for topic, partition, offset in positions:
+        put_str(out, topic)
+        out += _ID_OFFSET.pack(partition, offset)
+    return bytes(out)
+
+
+def str_payload(text: str) -> bytes:
+    out = bytearray()
+    put_str(out, text)
+    return bytes(out)
+
+
+class Reply(NamedTuple):
+    number: int
+    code: int
+    flags: int
+    name: str
+    message: str
+    payload: bytes
+
+
+def reply(body: bytes) -> Reply:
+    number, code, flags = struct.unpack_from(">iib", body, 0)
+    name, pos = take_str(body, 9)
+    message, pos = take_str(body, pos)
+    return Reply(number, code, flags, name, message, body[pos:])
+
+
+#: A topic's metadata: {partition: (leader, in-sync replicas)}, {broker: (host, port)}.
+Metadata = tuple[dict[int, tuple[int, list[int]]], dict[int, tuple[str, int]]]
+
+
+def metadata(payload: bytes) -> Metadata:
+    pos = 4
+    partitions: dict[int, tuple[int, list[int]]] = {}
+    for _ in range(INT.unpack_from(payload, 0)[0]):
+        partition, leader, n = struct.unpack_from(">iii", payload, pos)
+        pos += 12
+        isr = [INT.unpack_from(payload, pos + 4 * i)[0] for i in range(n)]
+        pos += 4 * n
+        partitions[partition] = (leader, isr)
+    brokers: dict[int, tuple[str, int]] = {}
+    count = INT.unpack_from(payload, pos)[0]
+    pos += 4
+    for _ in range(count):
+        broker = INT.unpack_from(payload, pos)[0]
+        host, pos = take_str(payload, pos + 4)
+        brokers[broker] = (host, INT.unpack_from(payload, pos)[0])
+        pos += 4
+    return partitions, brokers
 
 
 _ACK = struct.Struct(">iqiqi")

@@ -73,6 +73,8 @@ public final class TransportServer {
 
     /** Error codes of the transport itself, below librdkafka's and Kafka's (see frames.py). */
     static final int ERR_TRANSPORT = -10001;
+    /** librdkafka's _STATE: a call the client's state does not allow. */
+    static final int ERR_STATE = -172;
 
     private TransportServer() {
     }
@@ -176,6 +178,12 @@ public final class TransportServer {
 
     /** An exception's Kafka error: its code (librdkafka's for the same broker error) and name. */
     static Errors errorOf(Throwable e) {
+        if (e.getClass() == KafkaException.class && e.getMessage() != null && e.getMessage().contains("part of a batch")) {
+            // A record the broker did not refuse, in a produce batch it refused for another record (the
+            // partition's error is INVALID_RECORD): librdkafka fails the whole batch with that error, and
+            // the sink's rules treat each record of it alike (docs/faults.md).
+            return Errors.INVALID_RECORD;
+        }
         Throwable t = e;
         while (t instanceof KafkaException && !(t instanceof org.apache.kafka.common.errors.ApiException)
                 && t.getCause() != null && t.getCause() != t) {
@@ -569,9 +577,17 @@ public final class TransportServer {
         private final Map<Integer, long[]> numbers = new HashMap<>();
         private final LinkedBlockingQueue<Object[]> acks = new LinkedBlockingQueue<>();
         private static final Object[] END = new Object[0];
+        /** An entry of {@link #acks} that is a reply to write as it is, after the acknowledgements before it. */
+        private static final String REPLY = "reply";
+        /** The group whose offsets a transaction commits (exactly once: the flow's progress group). */
+        private final String group;
+        /** The last transaction call that succeeded ('I', 'B', 'C' or 'Z'): a call repeated after its
+         * answer was given up on by Python, and that had succeeded meanwhile, succeeds again. */
+        private char done;
 
         ProducerSession(Frames frames, Properties props) {
             this.frames = frames;
+            this.group = (String) props.remove("sparkmirror.transport.group.id");
             props.put("key.serializer", ByteArraySerializer.class.getName());
             props.put("value.serializer", ByteArraySerializer.class.getName());
             this.producer = new KafkaProducer<>(props);
@@ -599,6 +615,8 @@ public final class TransportServer {
                         for (int i = 0; i < n; i++) {
                             send(f);
                         }
+                    } else if (f.kind == 'Q') {
+                        request(n, f);
                     } else {
                         frames.error(-1, ERR_TRANSPORT, true, "_TRANSPORT", "unknown producer frame " + f.kind);
                     }
@@ -607,6 +625,110 @@ public final class TransportServer {
                 producer.close(Duration.ZERO);
                 acks.add(END);
             }
+        }
+
+        /**
+         * A request (the body's first int is its number): 'I' init, 'B' begin, 'O' send offsets, 'C'
+         * commit, 'Z' abort a transaction, 'M' a topic's metadata. Its 'Q' answer goes out after every
+         * acknowledgement queued before it.
+         */
+        private void request(int number, Frames.In f) throws IOException {
+            char op = (char) f.body.readByte();
+            ByteArrayOutputStream payload = new ByteArrayOutputStream();
+            DataOutputStream p = new DataOutputStream(payload);
+            Exception error = null;
+            try {
+                switch (op) {
+                    case 'I':
+                        if (done == 0) {
+                            producer.initTransactions();
+                        }
+                        break;
+                    case 'B':
+                        producer.beginTransaction();
+                        break;
+                    case 'O': {
+                        Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> offsets = new HashMap<>();
+                        int n = f.body.readInt();
+                        for (int i = 0; i < n; i++) {
+                            TopicPartition tp = new TopicPartition(f.string(), f.body.readInt());
+                            offsets.put(tp, new org.apache.kafka.clients.consumer.OffsetAndMetadata(f.body.readLong()));
+                        }
+                        producer.sendOffsetsToTransaction(offsets, new org.apache.kafka.clients.consumer.ConsumerGroupMetadata(group));
+                        break;
+                    }
+                    case 'C':
+                    case 'Z':
+                        if (done != op) {
+                            if (op == 'C') {
+                                producer.commitTransaction();
+                            } else {
+                                producer.abortTransaction();
+                            }
+                        }
+                        break;
+                    case 'M': {
+                        List<org.apache.kafka.common.PartitionInfo> parts = producer.partitionsFor(f.string());
+                        Map<Integer, org.apache.kafka.common.Node> nodes = new HashMap<>();
+                        p.writeInt(parts.size());
+                        for (org.apache.kafka.common.PartitionInfo info : parts) {
+                            p.writeInt(info.partition());
+                            p.writeInt(info.leader() == null ? -1 : info.leader().id());
+                            org.apache.kafka.common.Node[] isr = info.inSyncReplicas();
+                            p.writeInt(isr.length);
+                            for (org.apache.kafka.common.Node node : isr) {
+                                p.writeInt(node.id());
+                                nodes.put(node.id(), node);
+                            }
+                            if (info.leader() != null) {
+                                nodes.put(info.leader().id(), info.leader());
+                            }
+                        }
+                        p.writeInt(nodes.size());
+                        for (org.apache.kafka.common.Node node : nodes.values()) {
+                            p.writeInt(node.id());
+                            Frames.string(p, node.host());
+                            p.writeInt(node.port());
+                        }
+                        break;
+                    }
+                    default:
+                        throw new IllegalArgumentException("unknown request " + op);
+                }
+                if (op != 'M' && op != 'O') {
+                    done = op;
+                }
+            } catch (RuntimeException e) {
+                error = e;
+            }
+            ByteArrayOutputStream buf = new ByteArrayOutputStream();
+            DataOutputStream o = new DataOutputStream(buf);
+            o.writeInt(number);
+            if (error == null) {
+                o.writeInt(0);
+                o.writeByte(0);
+                Frames.string(o, "");
+                Frames.string(o, "");
+                payload.writeTo(o);
+            } else {
+                Errors e = errorOf(error);
+                boolean fatal = error instanceof org.apache.kafka.common.errors.ProducerFencedException
+                    || error instanceof org.apache.kafka.common.errors.InvalidProducerEpochException
+                    || error instanceof org.apache.kafka.common.errors.OutOfOrderSequenceException
+                    || error instanceof org.apache.kafka.common.errors.UnsupportedVersionException
+                    || error instanceof AuthorizationException || error instanceof AuthenticationException;
+                boolean retriable = error instanceof org.apache.kafka.common.errors.RetriableException;
+                boolean illegal = error instanceof IllegalStateException || error instanceof IllegalArgumentException;
+                int code = illegal ? ERR_STATE : (e == Errors.UNKNOWN_SERVER_ERROR && !(error instanceof org.apache.kafka.common.errors.ApiException)
+                    ? ERR_TRANSPORT : e.code());
+                // flags: 1 fatal, 2 retriable, 4 the transaction must be aborted
+                int flags = (fatal ? 1 : 0) | (retriable ? 2 : 0) | (!fatal && !retriable && !illegal ? 4 : 0);
+                o.writeInt(code);
+                o.writeByte(flags);
+                Frames.string(o, illegal ? "_STATE" : e.name());
+                Frames.string(o, describe(error));
+            }
+            acks.add(new Object[] {REPLY, buf});
         }
 
         private void send(Frames.In f) throws IOException {
@@ -651,6 +773,19 @@ public final class TransportServer {
                             end = true;
                             break;
                         }
+                        if (a.length == 2 && a[0] == REPLY) {  // the acknowledgements so far first, then it
+                            if (runs > 0) {
+                                o.writeInt(runs);
+                                body.writeTo(o);
+                                frames.write('A', buf);
+                                buf.reset();
+                                body.reset();
+                                runs = 0;
+                            }
+                            frames.write('Q', (ByteArrayOutputStream) a[1]);
+                            i++;
+                            continue;
+                        }
                         int id = (Integer) a[0];
                         long first = (Long) a[1];
                         long offset = (Long) a[2];
@@ -659,7 +794,7 @@ public final class TransportServer {
                         if (error == null) {
                             while (i + count < batch.size()) {
                                 Object[] next = batch.get(i + count);
-                                if (next == END || (Integer) next[0] != id || (Long) next[1] != first + count
+                                if (next == END || next.length == 2 || (Integer) next[0] != id || (Long) next[1] != first + count
                                         || next[3] != null || (Long) next[2] != offset + count) {
                                     break;
                                 }

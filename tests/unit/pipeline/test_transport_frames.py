@@ -13,7 +13,7 @@ JAVA = Path(frames.__file__).parent / "java" / "TransportServer.java"
 
 
 def _java_kinds() -> tuple[set[str], set[str]]:
-    """The kinds the Java source reads (``case 'X'``, ``f.kind == 'X'``) and writes (``write('X'``,
+    """The kinds (and request ops) the Java source reads (``case 'X'``, ``f.kind == 'X'``) and writes (``write('X'``,
     ``frames.error``: 'X')."""
     text = JAVA.read_text()
     read = set(re.findall(r"case '(.)'", text)) | set(re.findall(r"(?:kind|f\.kind) (?:==|!=) '(.)'", text))
@@ -21,11 +21,11 @@ def _java_kinds() -> tuple[set[str], set[str]]:
     return read, written
 
 
-def test_both_sides_name_the_same_frame_kinds() -> None:
+def test_both_sides_name_the_same_frame_kinds_and_requests() -> None:
     read, written = _java_kinds()
     to_java = {k for (k, _role, direction) in frames.FRAMES if direction == "to java"}
     to_python = {k for (k, _role, direction) in frames.FRAMES if direction == "to python"}
-    assert read == to_java
+    assert read == to_java | set(frames.REQUESTS)  # a request's op is a case of the producer's switch
     assert written == to_python
 
 

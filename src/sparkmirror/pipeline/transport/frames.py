@@ -53,6 +53,16 @@ FRAMES: dict[tuple[str, str, str], str] = {
     ),
 }
 
+#: The producer's requests ('Q' frames), by their op byte.
+REQUESTS = {
+    "I": "init_transactions",
+    "B": "begin_transaction",
+    "O": "send_offsets_to_transaction",
+    "C": "commit_transaction",
+    "Z": "abort_transaction",
+    "M": "metadata of one topic",
+}
+
 #: The transport's own error code (a refused connection, an unknown frame): below Kafka's and librdkafka's.
 ERR_TRANSPORT = -10001
 
@@ -215,6 +225,7 @@ def put_record(
 
 
 def request(number: int, op: str, payload: bytes = b"") -> bytes:
+    assert op in REQUESTS, op
     return frame("Q", INT.pack(number) + op.encode() + payload)
 
 

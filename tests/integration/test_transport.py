@@ -153,3 +153,29 @@ def test_one_jvm_serves_every_client_and_a_closed_client_takes_no_other_with_it(
         assert port_file.read_text().split()[2] == pid  # the same JVM served all three
     finally:
         second.close()
+
+
+def test_after_a_seek_no_record_fetched_before_it_is_handed_out(bootstraps, transport_dir) -> None:
+    """librdkafka drops what it fetched before a seek, and the task counts on it (a paused partition is
+    resumed where the task stands): so does the transport, also for frames already on their way."""
+    topic = unique("transport-seek")
+    create_topics(bootstraps["A"], {topic: 1})
+    produce(bootstraps["A"], topic, 0, varied_records(0, 3000))
+    consumer = TransportConsumer({"bootstrap.servers": bootstraps["A"], **READER, "max.poll.records": "100"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        first = None
+        while first is None:
+            first = consumer.poll(1.0)
+        assert first.offset() == 0
+        time.sleep(1)  # the JVM sends its next frames ahead meanwhile
+        for target in (2000, 5, 1500):
+            consumer.seek(TopicPartition(topic, 0, target))
+            m = None
+            while m is None:
+                m = consumer.poll(1.0)
+            assert m.offset() == target
+            rest = consumer.consume(50, 0)
+            assert [r.offset() for r in rest] == list(range(target + 1, target + 1 + len(rest)))
+    finally:
+        consumer.close()

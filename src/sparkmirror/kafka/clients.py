@@ -99,7 +99,11 @@ def java_config(java_props: Mapping[str, object]) -> dict[str, str]:
 def java_producer_config(java_props: Mapping[str, object]) -> dict[str, str]:
     """The writer's producer by the Java client's names (``sparkmirror.transport = java``): the same
     defaults and safety as :func:`producer_config`, whose checks of the operator's keys apply to both."""
-    conf = {**PRODUCER_DEFAULTS, **java_config(java_props)}
+    # Not librdkafka's batch.size: the Java producer reserves a whole batch of buffer.memory (32 MiB)
+    # for each partition it batches, so 1 MB batches would let 32 of 1,000 partitions batch at once.
+    # Java's default (16 KiB) is MM2's.
+    defaults = {k: v for k, v in PRODUCER_DEFAULTS.items() if k != "batch.size"}
+    conf = {**defaults, **java_config(java_props)}
     conf.update(PRODUCER_SAFETY)
     return conf
 

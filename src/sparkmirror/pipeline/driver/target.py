@@ -100,7 +100,7 @@ class TargetPreparer:
             )
         java = dict(plan.java_producer_config)
         if limits and java:  # the transport's producer (Java's name of librdkafka's message.max.bytes)
-            java["batch.size"] = conf["batch.size"]
+            java["batch.size"] = str(min(int(java.get("batch.size", "16384")), min(limits.values())))
             java["max.request.size"] = str(
                 max(int(java.get("max.request.size", "1048576")), max(limits.values()) + 1024)
             )

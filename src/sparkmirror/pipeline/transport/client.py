@@ -23,6 +23,8 @@ librdkafka's. What differs from librdkafka:
 from __future__ import annotations
 
 import collections
+import hmac
+import os
 import select
 import socket
 import threading
@@ -65,10 +67,22 @@ class _Connection:
                 self.send_lock = threading.Lock()
                 self.recv_lock = threading.Lock()
                 self.closed = False
+                # The JVM proves it holds the port file's token before the settings (credentials) go out.
+                nonce = os.urandom(16)
+                self.sock.sendall(frames.challenge(nonce))
+                kind, body = self.next(30.0, wait=True) or ("", b"")
+                answer = frames.take_bytes(body, 0)[0] if kind == "C" else None
+                if answer is None or not hmac.compare_digest(answer, frames.proof(token, nonce)):
+                    self.close()
+                    raise TransportError(
+                        KafkaError(frames.ERR_TRANSPORT, f"the process on port {port} is not the transport JVM")
+                    )
                 self.sock.sendall(frames.hello(token, role, dict(settings)))
                 kind, body = self.next(30.0, wait=True) or ("", b"")
-            except OSError as exc:
-                last, stale = exc, (port, token)  # the JVM was exiting: start another
+            except (OSError, TransportError) as exc:
+                # The JVM was exiting (or is gone, its port taken by another): start another.
+                self.close()
+                last, stale = exc, (port, token)
                 continue
             if kind == "X":
                 err = frames.error(body)
@@ -116,10 +130,12 @@ class _Connection:
 
     def close(self) -> None:
         self.closed = True
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        sock = getattr(self, "sock", None)
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
 
 
 def _kafka_error(err: frames.Error) -> KafkaError:
@@ -207,6 +223,11 @@ class TransportConsumer:
         self._queue: collections.deque[Message] = collections.deque()
         self._positions: dict[int, int] = {}
         self._ends: dict[int, int] = {}
+        #: Assign and seek frames sent, and for each partition moved the number of its last: the JVM's
+        #: records of it from before that frame ran are not handed out (librdkafka drops what it fetched
+        #: before a seek; the task counts on that).
+        self._moves = 0
+        self._moved: dict[int, int] = {}
         self._conn.send(frames.credits(_CREDITS))
 
     def _ids(self, tps: Sequence[TopicPartition]) -> list[int]:
@@ -219,13 +240,20 @@ class TransportConsumer:
         self._positions.clear()
         self._ends.clear()
         ids = self._ids(tps)
+        self._moves += 1
+        self._moved = dict.fromkeys(self._parts.ids.values(), self._moves)  # every earlier record is stale
         for pid, tp in zip(ids, tps, strict=True):
             self._positions[pid] = tp.offset
         self._conn.send(frames.offsets("A", [(pid, tp.offset) for pid, tp in zip(ids, tps, strict=True)]))
 
     def seek(self, tp: TopicPartition) -> None:
         pid = self._ids([tp])[0]
+        self._moves += 1
+        self._moved[pid] = self._moves
         self._positions[pid] = tp.offset
+        key = (tp.topic, tp.partition)
+        if any((m.topic(), m.partition()) == key for m in self._queue):
+            self._queue = collections.deque(m for m in self._queue if (m.topic(), m.partition()) != key)
         self._conn.send(frames.offsets("K", [(pid, tp.offset)]))
 
     def incremental_unassign(self, tps: Sequence[TopicPartition]) -> None:
@@ -267,19 +295,33 @@ class TransportConsumer:
                 raise TransportError(KafkaError(frames.ERR_TRANSPORT, f"unexpected frame {kind!r} from the transport"))
 
     def _records(self, body: bytes) -> None:
-        read, positions, ends = frames.records(body)
+        moves, read, positions, ends = frames.records(body)
         keys = self._parts.keys
         q = self._queue
+        moved = self._moved
+        if moved:
+            # Of a partition moved (assigned, sought) by a frame the JVM had not run yet: fetched before it.
+            stale = {pid for pid, at in moved.items() if at > moves}
+            for pid in [pid for pid, at in moved.items() if at <= moves]:
+                del moved[pid]
+        else:
+            stale = set()
         for pid, offset, ts, key, value, headers in read:
+            if stale and pid in stale:
+                continue
             topic, partition = keys[pid]
             q.append(Message(topic, partition, offset, ts, key, value, headers))
         if read:
             self._conn.send(frames.credits(1))
         for pid, position, end in positions:
+            if stale and pid in stale:
+                continue
             self._positions[pid] = position
             if end >= 0:
                 self._ends[pid] = end
         for pid, offset in ends:
+            if stale and pid in stale:
+                continue
             topic, partition = keys[pid]
             q.append(Message(topic, partition, offset, error=KafkaError(KafkaError._PARTITION_EOF, "end of partition")))
 
@@ -335,7 +377,10 @@ class TransportProducer:
         self._pending: dict[int, _Pending] = {}
         self._out = bytearray()
         self._count = 0
-        self._outstanding = 0
+        #: Records produced (under ``_lock``) and reported (by the thread serving reports): their difference
+        #: is what the producer holds, with no lock shared between the two.
+        self._produced = 0
+        self._reported = 0
         self._lock = threading.Lock()
 
     def produce(
@@ -356,10 +401,15 @@ class TransportProducer:
             if pid is None:
                 pid = self._parts.ids_of(self._conn, [(topic, partition)])[0]
                 self._pending[pid] = _Pending(topic, partition)
+            size = len(self._out)
+            try:
+                frames.put_record(self._out, pid, timestamp, key, value, headers)
+            except BaseException:
+                del self._out[size:]  # nothing of it is sent, and no report is awaited
+                raise
             self._pending[pid].records.append((on_delivery or callback, timestamp, key, value, headers))
-            frames.put_record(self._out, pid, timestamp, key, value, headers)
             self._count += 1
-            self._outstanding += 1
+            self._produced += 1
             if len(self._out) >= _SEND_AT:
                 self._send_locked()
 
@@ -370,11 +420,21 @@ class TransportProducer:
             self._count = 0
 
     def _send(self) -> None:
-        with self._lock:
-            self._send_locked()
+        """Send what waits, unless another thread is producing or sending (it sends what it adds once it
+        has a megabyte, and the next ``poll`` the rest): a thread serving reports never waits for a send
+        that the JVM holds back."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._send_locked()
+            finally:
+                self._lock.release()
 
     def __len__(self) -> int:
-        return self._outstanding
+        return self._produced - self._reported
+
+    @property
+    def _outstanding(self) -> int:
+        return self._produced - self._reported
 
     def poll(self, timeout: float = -1) -> int:
         """Send what waits, then serve the delivery reports that came (waiting up to ``timeout`` for one)."""
@@ -384,13 +444,13 @@ class TransportProducer:
     def flush(self, timeout: float = -1) -> int:
         """Send what waits, and serve delivery reports until none is outstanding or ``timeout`` passed;
         returns how many are still outstanding."""
-        self._send()
         deadline = time.monotonic() + (timeout if timeout >= 0 else 3600.0)
         while self._outstanding:
+            self._send()
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            self._serve(left, until_empty=True)
+            self._serve(min(left, 0.1), until_empty=True)
         return self._outstanding
 
     def _serve(self, timeout: float, *, until_empty: bool) -> int:
@@ -443,14 +503,14 @@ class TransportProducer:
             if cb is not None:
                 cb(err, _Delivered(topic, partition, offset + i if err is None else -1001, ts, key, value, headers))
         p.base += count
-        with self._lock:
-            self._outstanding -= count
+        self._reported += count
         return count
 
     def _request(self, op: str, payload: bytes = b"", timeout: float = -1) -> bytes:
         """Send what waits, then request ``op`` and wait up to ``timeout`` for its answer (serving the
         delivery reports that come before it); raises its error as librdkafka would."""
-        self._send()
+        with self._lock:  # every record produced before the request goes out before it
+            self._send_locked()
         with self._lock:
             self._requests += 1
             number = self._requests

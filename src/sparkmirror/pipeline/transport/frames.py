@@ -19,6 +19,8 @@ LONG = struct.Struct(">q")
 
 #: Every frame, by (kind, role, direction).
 FRAMES: dict[tuple[str, str, str], str] = {
+    ("C", "any", "to java"): "nonce:bytes  (the first frame: a challenge)",
+    ("C", "any", "to python"): "proof:bytes  (HMAC-SHA256 of the nonce under the token of the port file)",
     ("H", "any", "to java"): "token:bytes role:byte n x {key:str value:str}  (the client's Java settings)",
     ("H", "any", "to python"): "(empty) the client is made",
     ("X", "any", "to python"): "id:int code:int fatal:byte name:str message:str  (id -1: the client's own)",
@@ -30,6 +32,7 @@ FRAMES: dict[tuple[str, str, str], str] = {
     ("G", "consumer", "to java"): "n x {id:int}  (resume)",
     ("N", "consumer", "to java"): "credits:int  (may send that many more 'R' frames with records)",
     ("R", "consumer", "to python"): (
+        "moves:int  (the assign and seek frames run so far) "
         "n x {id:int offset:long tstype:byte timestamp:long key:bytes value:bytes m x {key:str value:bytes}} "
         "n x {id:int position:long end:long} n x {id:int offset:long}  (records; positions; ends reached)"
     ),
@@ -63,8 +66,8 @@ REQUESTS = {
     "M": "metadata of one topic",
 }
 
-#: The transport's own error code (a refused connection, an unknown frame): below Kafka's and librdkafka's.
-ERR_TRANSPORT = -10001
+#: The transport's own error code (a refused connection, an unknown frame): librdkafka's ``_TRANSPORT``.
+ERR_TRANSPORT = -195
 
 
 def frame(kind: str, body: bytes | bytearray) -> bytes:
@@ -94,6 +97,20 @@ def take_bytes(body: bytes, pos: int) -> tuple[bytes | None, int]:
 def take_str(body: bytes, pos: int) -> tuple[str, int]:
     b, pos = take_bytes(body, pos)
     return (b or b"").decode(), pos
+
+
+def challenge(nonce: bytes) -> bytes:
+    out = bytearray()
+    put_bytes(out, nonce)
+    return frame("C", out)
+
+
+def proof(token: bytes, nonce: bytes) -> bytes:
+    """What the JVM that wrote the port file answers to ``nonce``."""
+    import hashlib
+    import hmac
+
+    return hmac.new(token, nonce, hashlib.sha256).digest()
 
 
 def hello(token: bytes, role: str, settings: dict[str, str]) -> bytes:
@@ -156,14 +173,14 @@ _POSITION = struct.Struct(">iqq")
 Read = tuple[int, int, tuple[int, int], bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]
 
 
-def records(body: bytes) -> tuple[list[Read], list[tuple[int, int, int]], list[tuple[int, int]]]:
-    """An 'R' frame: its records, the positions and ends it says (id, position, end), and the ends
-    reached (id, offset)."""
+def records(body: bytes) -> tuple[int, list[Read], list[tuple[int, int, int]], list[tuple[int, int]]]:
+    """An 'R' frame: the assign and seek frames the JVM had run when it sent it, its records, the
+    positions and ends it says (id, position, end), and the ends reached (id, offset)."""
     unpack_head = _RECORD_HEAD.unpack_from
     unpack_int = INT.unpack_from
     out: list[Read] = []
-    n = unpack_int(body, 0)[0]
-    pos = 4
+    moves, n = struct.unpack_from(">ii", body, 0)
+    pos = 8
     for _ in range(n):
         pid, offset, tstype, ts, klen = unpack_head(body, pos)
         pos += 25
@@ -194,7 +211,7 @@ def records(body: bytes) -> tuple[list[Read], list[tuple[int, int, int]], list[t
         positions.append(_POSITION.unpack_from(body, pos + 4 + len(positions) * 20))
     pos += 4 + 20 * len(positions)
     ends = [_ID_OFFSET.unpack_from(body, pos + 4 + 12 * i) for i in range(unpack_int(body, pos)[0])]
-    return out, positions, ends
+    return moves, out, positions, ends
 
 
 _SEND_HEAD = struct.Struct(">iqi")

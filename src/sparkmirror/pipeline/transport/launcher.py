@@ -33,6 +33,7 @@ JAVA_OPTIONS = (
     "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 )
 PORT_FILE = "sparkmirror-transport.port"
+_STARTED: list[subprocess.Popen[bytes]] = []
 
 
 def transport_dir() -> Path:
@@ -54,13 +55,15 @@ def _read(port_file: Path) -> tuple[int, bytes, int] | None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a transport JVM that runs (not a zombie its starter has not reaped yet, nor
+    another process that took its pid)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        if b"TransportServer" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return False
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
         return False
-    except PermissionError:
-        return True
-    return True
+    return state != "Z"
 
 
 def address(directory: Path, *, stale: tuple[int, bytes] | None = None) -> tuple[int, bytes]:
@@ -92,11 +95,13 @@ def _start(directory: Path, port_file: Path) -> tuple[int, bytes]:
     cp = ":".join(map(str, build.classpath()))
     cmd = [_java(), *options, "-cp", cp, build.MAIN_CLASS, str(port_file), str(IDLE_EXIT_MS)]
     log_path = directory / "sparkmirror-transport.log"
-    with open(log_path, "ab") as log_file:
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # a failure's text may quote a setting
+    with os.fdopen(fd, "ab") as log_file:
         # A session of its own: the JVM outlives the task that started it, and serves the executor's others.
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True, close_fds=True
         )
+    _STARTED.append(proc)  # reaped by Python's own clean-up of finished children at the next start
     deadline = time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
         found = _read(port_file)

@@ -71,8 +71,8 @@ public final class TransportServer {
     private static final AtomicInteger OPEN = new AtomicInteger();
     private static volatile long lastClosed = System.nanoTime();
 
-    /** Error codes of the transport itself, below librdkafka's and Kafka's (see frames.py). */
-    static final int ERR_TRANSPORT = -10001;
+    /** The transport's own errors (a refused connection, an unknown frame): librdkafka's _TRANSPORT. */
+    static final int ERR_TRANSPORT = -195;
     /** librdkafka's _STATE: a call the client's state does not allow. */
     static final int ERR_STATE = -172;
 
@@ -95,42 +95,26 @@ public final class TransportServer {
         Files.createFile(partial, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
         Files.writeString(partial, server.getLocalPort() + " " + token + " " + ProcessHandle.current().pid() + "\n");
         Files.move(partial, portFile, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-        daemon("sparkmirror-transport-idle", () -> exitWhenIdle(server, portFile, idleExitNanos));
-        byte[] expected = token.getBytes(StandardCharsets.US_ASCII);
+        byte[] key = token.getBytes(StandardCharsets.US_ASCII);
+        // Accepting and exiting for idleness in one thread: a connection is counted before the next
+        // look at idleness, and one still in the backlog at the exit is refused (its task starts another).
+        server.setSoTimeout(1000);
         while (true) {
             Socket socket;
             try {
                 socket = server.accept();
-            } catch (IOException e) {
-                return;  // closed: exiting for idleness
-            }
-            OPEN.incrementAndGet();
-            daemon("sparkmirror-transport-session", () -> serve(socket, expected));
-        }
-    }
-
-    /** Exit once no connection has been open for the idle time; the port file goes first. */
-    private static void exitWhenIdle(ServerSocket server, Path portFile, long idleNanos) {
-        while (true) {
-            try {
-                Thread.sleep(1000);
-            } catch (InterruptedException e) {
-                return;
-            }
-            if (OPEN.get() == 0 && System.nanoTime() - lastClosed > idleNanos) {
-                try {
-                    server.close();
+            } catch (java.net.SocketTimeoutException e) {
+                if (OPEN.get() == 0 && System.nanoTime() - lastClosed > idleExitNanos) {
                     String text = Files.exists(portFile) ? Files.readString(portFile) : "";
                     if (text.endsWith(" " + ProcessHandle.current().pid() + "\n")) {
                         Files.deleteIfExists(portFile);
                     }
-                } catch (IOException e) {
-                    // exiting anyway
-                }
-                if (OPEN.get() == 0) {
                     Runtime.getRuntime().halt(0);
                 }
+                continue;
             }
+            OPEN.incrementAndGet();
+            daemon("sparkmirror-transport-session", () -> serve(socket, key));
         }
     }
 
@@ -140,16 +124,29 @@ public final class TransportServer {
         t.start();
     }
 
-    private static void serve(Socket socket, byte[] expected) {
+    /**
+     * One connection: first the task's challenge ('C': a nonce), answered with the HMAC of it under the
+     * token, so a task sends its settings (credentials among them) only to the JVM that wrote the port
+     * file; then its hello ('H': the token, the role and the client's settings); then the session.
+     */
+    private static void serve(Socket socket, byte[] key) {
+        Frames frames = null;
         try (socket) {
             socket.setTcpNoDelay(true);
-            Frames frames = new Frames(socket);
+            frames = new Frames(socket);
+            Frames.In challenge = frames.read();
+            if (challenge == null || challenge.kind != 'C') {
+                return;
+            }
+            ByteArrayOutputStream proof = new ByteArrayOutputStream();
+            Frames.bytes(new DataOutputStream(proof), hmac(key, challenge.bytes()));
+            frames.write('C', proof);
             Frames.In hello = frames.read();
             if (hello == null || hello.kind != 'H') {
                 return;
             }
             byte[] token = hello.bytes();
-            if (token == null || !MessageDigest.isEqual(token, expected)) {
+            if (token == null || !MessageDigest.isEqual(token, key)) {
                 frames.error(-1, ERR_TRANSPORT, false, "_TRANSPORT", "the transport refused the connection: wrong token");
                 return;
             }
@@ -169,10 +166,31 @@ public final class TransportServer {
         } catch (IOException e) {
             // the task's end: its socket closed
         } catch (RuntimeException e) {
+            // A client that could not be made (its settings), or a session's failure: said to the task
+            // (its error names the cause), and in this JVM's log.
             e.printStackTrace();
+            if (frames != null) {
+                try {
+                    Errors error = errorOf(e);
+                    frames.error(-1, error == Errors.UNKNOWN_SERVER_ERROR ? ERR_TRANSPORT : error.code(), true,
+                        error == Errors.UNKNOWN_SERVER_ERROR ? "_TRANSPORT" : error.name(), describe(e));
+                } catch (IOException | RuntimeException ignored) {
+                    // the connection is gone too
+                }
+            }
         } finally {
             lastClosed = System.nanoTime();
             OPEN.decrementAndGet();
+        }
+    }
+
+    static byte[] hmac(byte[] key, byte[] nonce) {
+        try {
+            javax.crypto.Mac mac = javax.crypto.Mac.getInstance("HmacSHA256");
+            mac.init(new javax.crypto.spec.SecretKeySpec(key, "HmacSHA256"));
+            return mac.doFinal(nonce == null ? new byte[0] : nonce);
+        } catch (java.security.GeneralSecurityException e) {
+            throw new IllegalStateException(e);
         }
     }
 
@@ -308,6 +326,9 @@ public final class TransportServer {
         /** What Python was last told of each partition: its position and end, and where its end was said. */
         private final Map<TopicPartition, long[]> told = new HashMap<>();
         private final Map<TopicPartition, Long> eofAt = new HashMap<>();
+        /** How many assign and seek frames ran: each 'R' frame says it, so Python knows which of its
+         * records were fetched before a move it asked for. */
+        private int moves;
         /** Partitions the consumer failed (out of range): paused until Python seeks them again. */
         private final Set<TopicPartition> failed = new HashSet<>();
 
@@ -336,8 +357,8 @@ public final class TransportServer {
                         if (assigned && sweep) {
                             send(ConsumerRecords.empty(), true);
                         }
-                        synchronized (credit) {
-                            if (commands.isEmpty() && credits <= 0 && !closing) {
+                        synchronized (credit) {  // nothing assigned or no credit: until a command or credit
+                            if (commands.isEmpty() && !closing) {
                                 credit.wait(200);
                             }
                         }
@@ -436,6 +457,7 @@ public final class TransportServer {
                         break;
                     case 'A':
                     case 'K': {
+                        moves++;
                         Map<TopicPartition, Long> offsets = new HashMap<>();
                         for (int i = 0; i < n; i++) {
                             TopicPartition tp = byId.get(f.body.readInt());
@@ -487,13 +509,14 @@ public final class TransportServer {
         }
 
         /**
-         * An 'R' frame: the poll's records; then the position and end of the partitions that had
+         * An 'R' frame: the assign and seek frames run so far; the poll's records; then the position and end of the partitions that had
          * records (of every assigned partition on a sweep) where they changed since last said; then
          * the ends reached (partition EOF, when asked for), once per position.
          */
         private void send(ConsumerRecords<byte[], byte[]> records, boolean sweep) throws IOException {
             ByteArrayOutputStream buf = new ByteArrayOutputStream(records.isEmpty() ? 256 : 1 << 16);
             DataOutputStream o = new DataOutputStream(buf);
+            o.writeInt(moves);
             o.writeInt(records.count());
             for (ConsumerRecord<byte[], byte[]> r : records) {
                 o.writeInt(ids.get(new TopicPartition(r.topic(), r.partition())));

@@ -85,9 +85,8 @@ class _Connection:
                 last, stale = exc, (port, token)
                 continue
             if kind == "X":
-                err = frames.error(body)
                 self.close()
-                raise KafkaException(KafkaError(err.code, f"{err.name}: {err.message}", fatal=err.fatal))
+                raise KafkaException(_kafka_error(frames.reply(body)))
             if kind != "H":
                 self.close()
                 raise TransportError(KafkaError(frames.ERR_TRANSPORT, f"the transport answered {kind!r} to its hello"))
@@ -138,8 +137,15 @@ class _Connection:
                 pass
 
 
-def _kafka_error(err: frames.Error) -> KafkaError:
-    return KafkaError(err.code, f"{err.name}: {err.message}", fatal=err.fatal)
+def _kafka_error(err: frames.Reply) -> KafkaError:
+    """An error the JVM sent, as confluent-kafka's (its code is the broker's, or librdkafka's own)."""
+    return KafkaError(
+        err.code,
+        f"{err.name}: {err.message}",
+        fatal=bool(err.flags & 1),
+        retriable=bool(err.flags & 2),
+        txn_requires_abort=bool(err.flags & 4),
+    )
 
 
 class Message:
@@ -288,8 +294,8 @@ class TransportConsumer:
             if kind == "R":
                 self._records(body)
             elif kind == "X":
-                err = frames.error(body)
-                topic, partition = self._parts.keys[err.id] if err.id >= 0 else (None, None)
+                err = frames.reply(body)
+                topic, partition = self._parts.keys[err.number] if err.number >= 0 else (None, None)
                 self._queue.append(Message(topic, partition, None, error=_kafka_error(err)))
             else:
                 raise TransportError(KafkaError(frames.ERR_TRANSPORT, f"unexpected frame {kind!r} from the transport"))
@@ -468,8 +474,7 @@ class TransportProducer:
                 elif kind == "Q":
                     pass  # the answer to a request its caller gave up waiting for
                 elif kind == "X":
-                    err = frames.error(body)
-                    raise KafkaException(_kafka_error(err))
+                    raise KafkaException(_kafka_error(frames.reply(body)))
                 else:
                     raise TransportError(
                         KafkaError(frames.ERR_TRANSPORT, f"unexpected frame {kind!r} from the transport")
@@ -530,7 +535,7 @@ class TransportProducer:
                     self._acks(body)
                     continue
                 if kind == "X":
-                    raise KafkaException(_kafka_error(frames.error(body)))
+                    raise KafkaException(_kafka_error(frames.reply(body)))
                 if kind != "Q":
                     raise TransportError(
                         KafkaError(frames.ERR_TRANSPORT, f"unexpected frame {kind!r} from the transport")
@@ -539,15 +544,7 @@ class TransportProducer:
                 if answer.number != number:
                     continue  # an earlier request's, given up on
                 if answer.code:
-                    raise KafkaException(
-                        KafkaError(
-                            answer.code,
-                            f"{answer.name}: {answer.message}",
-                            fatal=bool(answer.flags & 1),
-                            retriable=bool(answer.flags & 2),
-                            txn_requires_abort=bool(answer.flags & 4),
-                        )
-                    )
+                    raise KafkaException(_kafka_error(answer))
                 return answer.payload
 
     def init_transactions(self, timeout: float = -1) -> None:

@@ -23,7 +23,7 @@ FRAMES: dict[tuple[str, str, str], str] = {
     ("C", "any", "to python"): "proof:bytes  (HMAC-SHA256 of the nonce under the token of the port file)",
     ("H", "any", "to java"): "token:bytes role:byte n x {key:str value:str}  (the client's Java settings)",
     ("H", "any", "to python"): "(empty) the client is made",
-    ("X", "any", "to python"): "id:int code:int fatal:byte name:str message:str  (id -1: the client's own)",
+    ("X", "any", "to python"): "id:int code:int flags:byte name:str message:str  (id -1: the client's own; as 'Q')",
     ("T", "consumer", "to java"): "n x {id:int topic:str partition:int}  (names a partition by id)",
     ("A", "consumer", "to java"): "n x {id:int offset:long}  (assign these, at these offsets, in place of any before)",
     ("K", "consumer", "to java"): "n x {id:int offset:long}  (seek)",
@@ -151,21 +151,6 @@ def credits(n: int) -> bytes:
     return frame("N", INT.pack(n))
 
 
-class Error(NamedTuple):
-    id: int
-    code: int
-    fatal: bool
-    name: str
-    message: str
-
-
-def error(body: bytes) -> Error:
-    pid, code, fatal = struct.unpack_from(">iib", body, 0)
-    name, pos = take_str(body, 9)
-    message, _pos = take_str(body, pos)
-    return Error(pid, code, bool(fatal), name, message)
-
-
 _RECORD_HEAD = struct.Struct(">iqbqi")
 _POSITION = struct.Struct(">iqq")
 
@@ -261,6 +246,9 @@ def str_payload(text: str) -> bytes:
 
 
 class Reply(NamedTuple):
+    """A 'Q' answer, or an 'X' error (``number``: the partition's id, -1 the client's own; ``flags``:
+    1 fatal, 2 retriable, 4 the transaction must be aborted; an error's ``code`` is not 0)."""
+
     number: int
     code: int
     flags: int
@@ -270,6 +258,7 @@ class Reply(NamedTuple):
 
 
 def reply(body: bytes) -> Reply:
+    """A 'Q' or 'X' frame's body: both start with a number, an error code, its flags, name and text."""
     number, code, flags = struct.unpack_from(">iib", body, 0)
     name, pos = take_str(body, 9)
     message, pos = take_str(body, pos)

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sparkmirror.artifacts.jdk import jdk_tool
 from sparkmirror.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -98,10 +99,7 @@ def _read(location: str, role: str, key: str) -> bytes:
 
 
 def _keytool() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "keytool").exists():
-        return str(Path(home) / "bin" / "keytool")
-    found = shutil.which("keytool")
+    found = jdk_tool("keytool")
     if found is None:
         raise ConfigError("a JKS store needs Java's keytool to be converted for librdkafka; none on PATH or JAVA_HOME")
     return found

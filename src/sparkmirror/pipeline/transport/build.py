@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 import subprocess
 import tempfile
 import zipfile
 from pathlib import Path
 
 from sparkmirror.artifacts.cache import cache_root, transport_artifacts
+from sparkmirror.artifacts.jdk import jdk_tool
 from sparkmirror.errors import SetupError
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def transport_jar(clients: list[Path]) -> Path:
     jar = folder / JAR_NAME
     if jar.exists():
         return jar
-    javac = shutil.which("javac")
+    javac = jdk_tool("javac")
     if javac is None:
         raise SetupError(
             "sparkmirror.transport = java needs a JDK's `javac` once, to compile the transport (Java 17 or "

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
+from sparkmirror.artifacts.jdk import jdk_tool
 from sparkmirror.errors import SetupError
 from sparkmirror.pipeline.transport import build
 
@@ -81,10 +81,7 @@ def address(directory: Path, *, stale: tuple[int, bytes] | None = None) -> tuple
 
 
 def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    java = shutil.which("java")
+    java = jdk_tool("java")
     if java is None:
         raise SetupError("sparkmirror.transport = java needs a Java 17 runtime (`java` or JAVA_HOME) where tasks run")
     return java

@@ -91,8 +91,8 @@ def test_throttle_change_pause_and_resume_a_running_flow(bootstraps, spark, tmp_
         wait_for(lambda: _copied(bootstraps["B"], remote_main) > 0, timeout_s=180, what="the first records on B")
         time.sleep(3)  # past the tasks' start
 
-        # -- the configured limit, over 60 s, across the flow's tasks --------------------------------
-        rate, windows = _rates(bootstraps["B"], remote_main, 60)
+        # -- the configured limit, over 30 s, across the flow's tasks --------------------------------
+        rate, windows = _rates(bootstraps["B"], remote_main, 30)
         assert 0.9 * LIMIT <= rate <= 1.1 * LIMIT, (rate, windows)
         assert max(windows) <= 1.1 * LIMIT, windows
         flow = _status(cfg)
@@ -100,7 +100,7 @@ def test_throttle_change_pause_and_resume_a_running_flow(bootstraps, spark, tmp_
         assert flow["throttled_ratio"] > 0.5 and flow["lag_records"] > 0, flow
         samples = scrape_metrics(port)
         held = [v for lb, v in samples["sparkmirror_throttled_seconds_total"] if lb["source"] == "A"]
-        assert held and held[0] > 30, held  # most of the minute held back
+        assert held and held[0] > 15, held  # most of the half minute held back
         # Checkpoints are never throttled: the group's position was confirmed within the last cycles.
         confirmed = [v for lb, v in samples["sparkmirror_group_checkpoint_timestamp_seconds"] if lb["group"] == group]
         assert confirmed and time.time() - confirmed[0] < 10, confirmed

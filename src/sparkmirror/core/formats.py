@@ -86,10 +86,12 @@ STRING = "STRING"
 _FIXED = {INT16: struct.Struct(">h"), INT32: struct.Struct(">i"), INT64: struct.Struct(">q")}
 _STRING_LEN = _FIXED[INT16]
 _MAX_STRING_BYTES = 0x7FFF
-#: Offset-map records in their version-0 layouts, read in one call each: a run loads every
+#: Offset-map records in their version-0 layouts, read and written in one call each: a run loads every
 #: segment of the map at start (one per partition per exactly-once transaction), and the generic
 #: field-by-field reader made that load take minutes at 1,000 partitions.
 _SEGMENT_KEY_TAIL_V0 = struct.Struct(">iq")
+#: A version-0 key's version and topic length, before the topic's bytes.
+_SEGMENT_KEY_HEAD_V0 = struct.Struct(">hh")
 _SEGMENT_VALUE_V0 = struct.Struct(">hqqqq")
 #: OffsetChain value version 0: everything before the packed ends.
 _CHAIN_HEADER_V0 = struct.Struct(">hqqqqhi")
@@ -343,6 +345,19 @@ class OffsetSegment:
     def encode_key(cls, topic: str, partition: int, upstream_start: int) -> bytes:
         """The key of the segment of ``topic[partition]`` starting at ``upstream_start``
         (also the key of the tombstone that deletes it)."""
+        # A task writes one per partition every commit interval: one pack, as the reads below; anything
+        # the pack cannot take goes through the generic writer, which says what is wrong.
+        if type(topic) is str and type(partition) is int and type(upstream_start) is int:
+            raw = topic.encode("utf-8")
+            if len(raw) <= _MAX_STRING_BYTES:
+                try:
+                    return (
+                        _SEGMENT_KEY_HEAD_V0.pack(cls.KEY_VERSION, len(raw))
+                        + raw
+                        + _SEGMENT_KEY_TAIL_V0.pack(partition, upstream_start)
+                    )
+                except struct.error:
+                    pass
         return _VERSION_HEADER.write((cls.KEY_VERSION,), what="OffsetSegment key") + cls.KEY_SCHEMA_V0.write(
             (topic, partition, upstream_start), what="OffsetSegment key"
         )
@@ -375,6 +390,12 @@ class OffsetSegment:
         """The record value: version 0, upstream start, downstream start, count, written at (ms)."""
         if self.count < 1:
             raise FormatError(f"OffsetSegment value: count must be >= 1, got {self.count}")
+        values = (self.upstream_start, self.downstream_start, self.count, self.written_at_ms)
+        if all(type(v) is int for v in values):
+            try:
+                return _SEGMENT_VALUE_V0.pack(self.VERSION, *values)
+            except struct.error:
+                pass
         return _VERSION_HEADER.write((self.VERSION,), what="OffsetSegment value") + self.VALUE_SCHEMA_V0.write(
             (self.upstream_start, self.downstream_start, self.count, self.written_at_ms),
             what="OffsetSegment value",

@@ -51,7 +51,7 @@ class Report:
     task: int
     attempt: int
     #: PartitionResult.as_row() of each partition written in the interval.
-    results: list[dict[str, object]] = field(default_factory=list)
+    results: list[list[object]] = field(default_factory=list)
     #: Each partition's :data:`Position` (see StreamTask._positions).
     positions: list[Position] = field(default_factory=list)
     #: The task's last report: it ends after this one (a refusal, ``--once`` at its end, a stop).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from sparkmirror.pipeline.driver.scheduler import Scheduler
 from sparkmirror.pipeline.executor.results import PartitionResult
 
@@ -89,3 +91,10 @@ def test_result_rows_round_trip_through_a_reports_json() -> None:
         ((5, 0, 10),),
     )
     assert PartitionResult.from_row(json.loads(json.dumps(r.as_row()))) == r
+
+
+def test_a_result_row_of_another_layout_is_refused():
+    """A row's values are positional: one of another length (another version's task) is not misread."""
+    r = PartitionResult("t", 0, 1, 2, 3, 3, 4, 4, 0, 5, 5, 6, 7, 1, 2, None, ((3, 4, 1),))
+    with pytest.raises(ValueError, match="has 16 values, not 17"):
+        PartitionResult.from_row(r.as_row()[:-1])

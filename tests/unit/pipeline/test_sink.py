@@ -492,3 +492,30 @@ def test_segments_pair_offsets_in_produce_order(sent: list[int], ds: list[int], 
         w.delivered(None, _report(d))
     finish_segments(_plan(), [w])
     assert [(s.upstream_start, s.downstream_start, s.count) for s in w.segments] == segments
+
+
+def test_a_record_s_latency_ends_at_its_acknowledgement_at_least_once_at_the_commit_exactly_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """MM2's replication latency: at least once a record is final when the target acknowledges it, not
+    when its commit interval ends (a longer interval must not read as a slower copy)."""
+    epoch = sink_module._ACKS_EPOCH_S_INT
+    acks = iter([epoch + 1.0, epoch + 1.01])  # the reports come 1,000 and 1,010 ms past the epoch
+
+    class Clock:
+        @staticmethod
+        def time() -> float:
+            return next(acks)
+
+    monkeypatch.setattr(sink_module, "time", Clock)
+    w = PartitionWrite("t", "A.t", 0, None, None)  # type: ignore[arg-type]
+    w.sent = [10, 11]
+    w.first_offset, w.last_offset = 10, 11
+    base = epoch * 1000
+    w.ts_sum = (base + 900) + (base + 905)  # the records' timestamps
+    w.delivered(None, _report(100))
+    w.delivered(None, _report(101))
+    w.acked_at_ms = base + 2_000  # the interval's end
+    acked, committed = w.result(), w.result(committed=True)
+    assert (acked.latency_sum_ms, acked.acked_at_ms) == ((1_000 - 900) + (1_010 - 905), base + 1_010)
+    assert (committed.latency_sum_ms, committed.acked_at_ms) == (2 * 2_000 - 900 - 905, base + 2_000)

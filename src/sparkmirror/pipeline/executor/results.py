@@ -40,8 +40,9 @@ class PartitionResult:
     #: when all its records were final (acknowledged; exactly-once: committed).
     read_at_ms: int
     acked_at_ms: int
-    #: Sums over the records of (read_at_ms - timestamp) and (acked_at_ms - timestamp): MM2's
-    #: record age and replication latency, averaged by the driver's metrics.
+    #: Sums over the records of (read_at_ms - timestamp) and (when the record was final - timestamp):
+    #: MM2's record age and replication latency, averaged by the driver's metrics. At least once a
+    #: record is final at its own acknowledgement; exactly once, or dead-lettered, at the interval's end.
     age_sum_ms: int
     latency_sum_ms: int
     #: A terminal refusal (errors.tolerance=none): the driver stops the flow without committing.

@@ -45,7 +45,6 @@ SCALE_FRESHNESS_SLACK_S = 5
 SCALE_DAY_LOAD_S = 10
 SCALE_RESULT = re.compile(r"(\d{4}-\d{2}-\d{2})-scale(?:-(\d+))?\.json")
 #: Issue 27's targets: the streaming engine against MM2 and the limit loop on the same brokers.
-DEFAULT_COMMIT_INTERVAL_MS = 200
 LIMIT_P99_FACTOR = 2.0
 #: Runs of the commit-interval trade-off (``--sparkmirror-prop sparkmirror.commit.interval.ms=T``).
 COMMIT_RESULT = re.compile(r"\d{4}-\d{2}-\d{2}-streaming-commit-(\d+)-ms\.json")
@@ -88,13 +87,14 @@ def check_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def commit_interval_ms(result: dict[str, Any]) -> int:
-    """The commit interval sparkmirror ran with (``--sparkmirror-prop``, else its default)."""
+def commit_interval_ms(result: dict[str, Any], system: str = "sparkmirror_exactly_once") -> int:
+    """The commit interval ``system`` ran with (``--sparkmirror-prop``, else its mode's default)."""
     for prop in result["settings"].get("sparkmirror_props", []):
         key, _, value = prop.partition("=")
         if key.strip() == "sparkmirror.commit.interval.ms":
             return int(value)
-    return DEFAULT_COMMIT_INTERVAL_MS
+    # A run says each mode's default; one from before it did ran both at 200 ms.
+    return int(result["settings"].get("commit_interval_ms_default", {}).get(system, 200))
 
 
 def latency_cpu_s(result: dict[str, Any], system: str) -> float | None:
@@ -144,29 +144,32 @@ def _median_latency(system: dict[str, Any], quantile: str) -> float | None:
 
 def commit_tradeoff(result: dict[str, Any], json_path: Path) -> list[str]:
     """The commit interval's trade-off: this result's row and every ``*-streaming-commit-T-ms.json`` run."""
-    runs: dict[int, tuple[dict[str, Any], Path]] = {commit_interval_ms(result): (result, json_path)}
+    systems = ("sparkmirror_at_least_once", "sparkmirror_exactly_once")
+    results = [(result, json_path)]
     for path in sorted(RESULTS.glob("*-streaming-commit-*-ms.json")):
-        found = COMMIT_RESULT.fullmatch(path.name)
-        if found is not None:
-            runs.setdefault(int(found.group(1)), (json.loads(path.read_text()), path))
-    if len(runs) < 2:
+        if COMMIT_RESULT.fullmatch(path.name) is not None:
+            results.append((json.loads(path.read_text()), path))
+    # Each (interval, mode) once, this result's first: unset, the interval is each mode's own default.
+    runs: dict[tuple[int, str], tuple[dict[str, Any], Path]] = {}
+    for r, path in results:
+        for system in systems:
+            if r["systems"].get(system):
+                runs.setdefault((commit_interval_ms(r, system), system), (r, path))
+    if len({interval for interval, _system in runs}) < 2:
         return []
     lines = [
         "| commit interval | system | records/s | latency p50 / p90 / p99 / p99.9 ms | latency phase CPU s | code "
         "| result |",
         "|--:|---|--:|--:|--:|---|---|",
     ]
-    for interval, (r, path) in sorted(runs.items()):
-        for system in ("sparkmirror_at_least_once", "sparkmirror_exactly_once"):
-            s = r["systems"].get(system)
-            if not s:
-                continue
-            quantiles = " / ".join(_num(_median_latency(s, q)) for q in ("p50_ms", "p90_ms", "p99_ms", "p999_ms"))
-            rel = path.relative_to(REPO)
-            lines.append(
-                f"| {interval:,} ms | {LABELS[system]} | {_num(s.get('records_per_s'))} | {quantiles} "
-                f"| {_num(latency_cpu_s(r, system), 1)} | {_commit(r)} | [{path.name}]({rel}) |"
-            )
+    for (interval, system), (r, path) in sorted(runs.items()):
+        s = r["systems"][system]
+        quantiles = " / ".join(_num(_median_latency(s, q)) for q in ("p50_ms", "p90_ms", "p99_ms", "p999_ms"))
+        rel = path.relative_to(REPO)
+        lines.append(
+            f"| {interval:,} ms | {LABELS[system]} | {_num(s.get('records_per_s'))} | {quantiles} "
+            f"| {_num(latency_cpu_s(r, system), 1)} | {_commit(r)} | [{path.name}]({rel}) |"
+        )
     return lines
 
 

@@ -51,6 +51,7 @@ import replicators as rep
 import report
 import workload as wl
 from sparkmirror.artifacts import KAFKA_VERSION
+from sparkmirror.config.model import AT_LEAST_ONCE_COMMIT_INTERVAL_MS, EXACTLY_ONCE_COMMIT_INTERVAL_MS
 from sparkmirror.devcluster.cluster import DevClusters
 from sparkmirror.devcluster.spark import SparkStandalone
 
@@ -700,6 +701,11 @@ def main(argv: list[str] | None = None) -> Path:
                 "failover_group_positions": positions,
                 "jvm": {"mm2": [*rep.MM2_HEAP, *rep.KAFKA_JVM_FLAGS], "limit": [*rep.LIMIT_HEAP, *rep.KAFKA_JVM_FLAGS]},
                 "checkpoint_interval_s": common.checkpoint_interval_s,
+                # Each mode's commit interval when --sparkmirror-prop does not set one (bench/report.py).
+                "commit_interval_ms_default": {
+                    "sparkmirror_at_least_once": AT_LEAST_ONCE_COMMIT_INTERVAL_MS,
+                    "sparkmirror_exactly_once": EXACTLY_ONCE_COMMIT_INTERVAL_MS,
+                },
             },
             "systems": {name: summarise(runs, name != "limit") for name, runs in per_system.items()},
             "elapsed_s": round(time.monotonic() - started, 1),

@@ -131,7 +131,7 @@ def test_sigkill_three_times_loses_nothing(bootstraps, tmp_path: Path) -> None:
     # caught up, one commit interval of the load (1,000 records/s) and the commit's own round trips;
     # catching up the backlog of the restart, sparkmirror.batch.max.records.
     tasks = os.cpu_count() or 1
-    bound = kills * max(int(1000 * (flow.spark.commit_interval_ms / 1000 + 1.0)), tasks * BATCH)
+    bound = kills * max(int(1000 * (flow.commit_interval_ms / 1000 + 1.0)), tasks * BATCH)
     assert duplicates <= bound, f"{duplicates} duplicates after {kills} kills, above the bound {bound}"
 
     # Translation stays exact after at-least-once replays: a group stopped at

@@ -155,6 +155,14 @@ class ClusterConfig(_Frozen):
         return _protect(value)
 
 
+#: ``sparkmirror.commit.interval.ms`` unset, at least once: a record's latency does not wait for the
+#: interval there, and at 1,000 partitions each interval costs a segment, a progress offset and a
+#: result row per partition written (docs/performance.md, "The commit interval at 1,000 partitions").
+AT_LEAST_ONCE_COMMIT_INTERVAL_MS = 1000
+#: Exactly once: readers with ``read_committed`` see a record at its interval's commit.
+EXACTLY_ONCE_COMMIT_INTERVAL_MS = 200
+
+
 class SparkSettings(_Frozen):
     """sparkmirror's own keys for the Spark job; global, overridable per flow as ``A->B.sparkmirror.…``."""
 
@@ -169,11 +177,13 @@ class SparkSettings(_Frozen):
     making progress durable on the target every ``sparkmirror.commit.interval.ms`` (the latency of MM2;
     docs/decisions.md, "The streaming engine"). ``batch`` (Structured Streaming micro-batches) was retired
     (issue 27; docs/decisions.md, "The micro-batch engine, retired") and is refused with the reason."""
-    commit_interval_ms: int = Field(default=200, ge=10, le=600_000, alias="sparkmirror.commit.interval.ms")
+    commit_interval_ms: int | None = Field(default=None, ge=10, le=600_000, alias="sparkmirror.commit.interval.ms")
     """Streaming engine: how often each task makes its progress durable on the target (offset-map
     segments and each partition's next source offset; exactly-once: one transaction per transaction
     group). At least once, a crash copies at most this much again; exactly once, readers on the target
-    see records this much later (docs/performance.md has the trade-off measured)."""
+    see records this much later. Unset: :data:`AT_LEAST_ONCE_COMMIT_INTERVAL_MS` or
+    :data:`EXACTLY_ONCE_COMMIT_INTERVAL_MS` by the flow's mode (:attr:`FlowConfig.commit_interval_ms`;
+    docs/decisions.md, "The commit interval by mode")."""
     throttle_bytes_per_second: int | None = Field(default=None, ge=1, alias="sparkmirror.throttle.bytes.per.second")
     """Streaming engine: most key and value bytes per second a flow copies, across all its tasks wherever
     they run (unset: no limit). Top level: each flow's limit; ``A->B.``: that flow's. A target cluster's
@@ -421,6 +431,13 @@ class FlowConfig(_Frozen):
     def exactly_once(self) -> bool:
         """Whether this flow writes exactly once (either switch turns it on)."""
         return self.exactly_once_source_support == "enabled" or self.spark.exactly_once
+
+    @property
+    def commit_interval_ms(self) -> int:
+        """``sparkmirror.commit.interval.ms`` as set, else the default of the flow's mode."""
+        if self.spark.commit_interval_ms is not None:
+            return self.spark.commit_interval_ms
+        return EXACTLY_ONCE_COMMIT_INTERVAL_MS if self.exactly_once else AT_LEAST_ONCE_COMMIT_INTERVAL_MS
 
     @field_validator("clients", mode="before")
     @classmethod

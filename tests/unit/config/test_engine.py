@@ -27,7 +27,21 @@ def _engine(tmp_path: Path, extra: str) -> str:
 
 def test_the_streaming_engine_is_the_default(tmp_path: Path) -> None:
     assert _engine(tmp_path, "") == "streaming"
-    assert load_config(_file(tmp_path, "")).flows[0].spark.commit_interval_ms == 200
+
+
+@pytest.mark.parametrize(
+    ("extra", "interval"),
+    [
+        ("", 1000),
+        ("sparkmirror.exactly.once = true\n", 200),
+        ("exactly.once.source.support = enabled\n", 200),
+        ("sparkmirror.exactly.once = true\nsparkmirror.commit.interval.ms = 1000\n", 1000),
+        ("sparkmirror.commit.interval.ms = 200\n", 200),
+    ],
+)
+def test_the_commit_interval_defaults_by_mode_unless_set(tmp_path: Path, extra: str, interval: int) -> None:
+    """At least once 1 s (a record does not wait for it), exactly once 200 ms (readers do)."""
+    assert load_config(_file(tmp_path, extra)).flows[0].commit_interval_ms == interval
 
 
 @pytest.mark.parametrize(

@@ -121,7 +121,7 @@ def test_mm2_defaults() -> None:
     assert flow.spark.master == "local[*]"
     assert flow.spark.source_loss == "report"
     assert flow.spark.stop_on_flow_failure is False
-    assert flow.spark.commit_interval_ms == 200
+    assert flow.spark.commit_interval_ms is None and flow.commit_interval_ms == 1000  # at least once
     assert flow.spark.batch_max_records == 2_000_000
     assert flow.spark.progress_interval_seconds == 10
 
@@ -205,6 +205,7 @@ A->B.sparkmirror.spark.conf.spark.executor.memory = 2g
     assert config.spark.master == "spark://m:7077" and config.spark.commit_interval_ms == 500
     assert ab.spark.master == "spark://m:7077"
     assert ab.spark.commit_interval_ms == 50 and ba.spark.commit_interval_ms == 500
+    assert ab.commit_interval_ms == 50 and ba.commit_interval_ms == 500
     assert ab.spark.batch_max_records == 1000 and ba.spark.batch_max_records == 2_000_000
     assert ab.spark.spark_conf() == {"spark.executor.memory": "2g", "spark.sql.shuffle.partitions": "4"}
     assert ba.spark.spark_conf()["spark.executor.memory"] == "1g"

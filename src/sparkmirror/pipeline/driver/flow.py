@@ -741,7 +741,7 @@ class Flow:
         bounds = log_bounds(self.clients.source_admin, topics)
         plan = dataclasses.replace(
             self.recorder.plan,
-            commit_interval_ms=flow.spark.commit_interval_ms,
+            commit_interval_ms=flow.commit_interval_ms,
             interval_max_records=flow.spark.batch_max_records,
             partitions_per_producer=flow.spark.partitions_per_producer,
             producer_idle_close_ms=flow.spark.producer_idle_close_ms,

@@ -415,7 +415,7 @@ def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
             [
                 "### The commit interval's trade-off",
                 "",
-                "Latency quantiles are medians over a row's runs. The default interval's row is this result; "
+                "Latency quantiles are medians over a row's runs. Each mode's default interval's row is this result; "
                 "the others ran once each with "
                 "`--sparkmirror-prop sparkmirror.commit.interval.ms=T` and their own command, code and date, "
                 "linked). At least once the interval bounds what a crash copies again; exactly once a "

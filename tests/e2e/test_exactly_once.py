@@ -1,8 +1,8 @@
 """Exactly-once mirroring: zero duplicates and zero loss through crashes.
 
 Source records are produced partly inside transactions, some of which abort.
-The `sparkmirror run` process is SIGKILLed five times at random moments and
-restarted; a task fails mid-transaction; the Spark checkpoint is deleted
+The `sparkmirror run` process is SIGKILLed five times (three on the Java
+transport) at random moments and restarted; a task fails mid-transaction; the Spark checkpoint is deleted
 between runs. Afterwards a read_committed consumer on B sees every committed
 source record exactly once, in source order per partition, and no aborted one.
 """

@@ -1,4 +1,4 @@
-"""Flow control of a running mirror on real brokers: a byte limit held over 60 s with checkpoints
+"""Flow control of a running mirror on real brokers: a byte limit held over 30 s with checkpoints
 still fresh, the limit changed from the command line without a restart, topics and then the whole
 flow paused (nothing copied meanwhile, `status` says so) and resumed with nothing lost."""
 

@@ -208,9 +208,12 @@ class FlowMetrics:
                 m.age[""].labels(*labels).set(r.age_sum_ms / n)
                 m.age["_min"].labels(*labels).set(max(0, r.read_at_ms - r.max_timestamp_ms))
                 m.age["_max"].labels(*labels).set(max(0, r.read_at_ms - r.min_timestamp_ms))
-                m.latency[""].labels(*labels).set(r.latency_sum_ms / n)
-                m.latency["_min"].labels(*labels).set(max(0, r.acked_at_ms - r.max_timestamp_ms))
-                m.latency["_max"].labels(*labels).set(max(0, r.acked_at_ms - r.min_timestamp_ms))
+                mean = r.latency_sum_ms / n
+                m.latency[""].labels(*labels).set(mean)
+                # The newest and the oldest record to when the last was final: the newest may have been
+                # acknowledged before the last (at least once), so its figure is at most the mean.
+                m.latency["_min"].labels(*labels).set(min(mean, max(0, r.acked_at_ms - r.max_timestamp_ms)))
+                m.latency["_max"].labels(*labels).set(max(mean, r.acked_at_ms - r.min_timestamp_ms))
         m.batch_duration.labels(self.source, self.target).observe(seconds)
         m.last_batch.labels(self.source, self.target).set(now_s)
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
+from sparkmirror.pipeline.driver import stream as stream_module
 from sparkmirror.pipeline.reports import Answer, Report, ReportClient, ReportServer, merge
 
 
@@ -149,3 +151,16 @@ def test_a_recreated_topic_in_an_answer_reaches_the_task(server: ReportServer) -
     client.close()
     assert client.answer.recreated == recreated
     assert Answer.from_json(Answer().to_json()).recreated == ()
+
+
+def test_a_report_the_driver_cannot_read_stops_the_job_saying_so() -> None:
+    """Its refusals and offset-map segments could not be recorded: the flow restarts from the progress on
+    the target rather than go on without them."""
+    copy = SimpleNamespace(
+        _lock=threading.Lock(), reported=set(), positions={}, lag=0, _moved=set(), _attempts={}, _error=None,
+        recorder=SimpleNamespace(metrics=None), throttle=SimpleNamespace(answer=lambda report, stop: Answer(stop=stop)),
+        _stop=threading.Event(), recreated=(), flow="A->B", plan=SimpleNamespace(commit_interval_ms=200),
+    )  # fmt: skip
+    answer = stream_module.StreamingCopy._on_report(copy, Report(3, 0, results=[[1, 2]]))  # type: ignore[arg-type]
+    assert answer.stop and copy._stop.is_set()
+    assert "task 3: unreadable report" in str(copy._error) and "restarts from the progress" in str(copy._error)

@@ -98,3 +98,6 @@ def test_a_result_row_of_another_layout_is_refused():
     r = PartitionResult("t", 0, 1, 2, 3, 3, 4, 4, 0, 5, 5, 6, 7, 1, 2, None, ((3, 4, 1),))
     with pytest.raises(ValueError, match="has 16 values, not 17"):
         PartitionResult.from_row(r.as_row()[:-1])
+    named = dict(zip([f"f{i}" for i in range(17)], r.as_row(), strict=True))  # the older, named layout
+    with pytest.raises(ValueError, match="has a dict, not 17 values"):
+        PartitionResult.from_row(named)  # type: ignore[arg-type]

@@ -519,3 +519,30 @@ def test_a_record_s_latency_ends_at_its_acknowledgement_at_least_once_at_the_com
     acked, committed = w.result(), w.result(committed=True)
     assert (acked.latency_sum_ms, acked.acked_at_ms) == ((1_000 - 900) + (1_010 - 905), base + 1_010)
     assert (committed.latency_sum_ms, committed.acked_at_ms) == (2 * 2_000 - 900 - 905, base + 2_000)
+    # A third record dead-lettered (and a fourth refused before it was sent): final at the interval's end.
+    w.sent.append(12)
+    w.local_refusals = 1
+    w.ts_sum += 2 * (base + 910)
+    w.delivered(_Err("MSG_SIZE_TOO_LARGE"), _report(-1))
+    mixed = w.result()
+    assert mixed.acked_at_ms == base + 2_000
+    assert mixed.latency_sum_ms == (1_000 - 900) + (1_010 - 905) + 2 * (2_000 - 910)
+
+
+def test_the_sink_reports_latency_by_the_plan_s_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sink.finish takes a record's latency to its acknowledgement at least once, to the commit exactly once."""
+
+    class Commit(_OneProducer):
+        def finish(self, _parts: Any) -> None:
+            pass
+
+    for exactly_once in (False, True):
+        sink = Sink(_secret_plan(exactly_once=exactly_once), Commit(None))  # type: ignore[arg-type]
+        w = sink.parts[("t", 0)] = PartitionWrite("t", "A.t", 0, None, None)  # type: ignore[arg-type]
+        w.sent, w.first_offset, w.last_offset, w.ts_sum = [10], 10, 10, 0
+        monkeypatch.setattr(sink_module.time, "time", lambda: sink_module._ACKS_EPOCH_S + 1.0)
+        w.delivered(None, _report(100))
+        monkeypatch.setattr(sink_module.time, "time", lambda: sink_module._ACKS_EPOCH_S + 5.0)
+        (result,) = sink.finish([w])
+        at = sink_module._ACKS_EPOCH_S_INT * 1000 + (5_000 if exactly_once else 1_000)
+        assert result.acked_at_ms == at and result.latency_sum_ms == at

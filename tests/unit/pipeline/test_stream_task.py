@@ -192,6 +192,9 @@ class BlockedSink(Sink):
     def serve(self) -> None:
         pass
 
+    def unserved(self) -> bool:
+        return False
+
     def seal(self) -> list[Sealed]:
         sealed, self.written = [Sealed(k) for k in self.written], {}
         return sealed

@@ -30,6 +30,7 @@ from sparkmirror.core.ranges import SourceRange, check_disjoint, share_out
 from sparkmirror.core.transactions import group_key
 from sparkmirror.pipeline.driver.control import FlowThrottle
 from sparkmirror.pipeline.driver.recorder import CopyRecorder
+from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor.plan import WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.stream import stream_partitions
@@ -244,8 +245,18 @@ class StreamingCopy:
         stop, and the flow control it is to follow."""
         try:
             results = [PartitionResult.from_row(row) for row in report.results]
-        except Exception as exc:  # noqa: BLE001 - a report the driver cannot read is said, not fatal
-            log.error("flow=%s task %d: unreadable report (%s); its metrics are skipped", self.flow, report.task, exc)
+        except Exception as exc:  # noqa: BLE001 - said, and the job stops on it
+            # Its refusals and offset-map segments cannot be recorded: the flow starts again from the
+            # progress on the target, which the task made durable before it reported.
+            log.error("flow=%s task %d: unreadable report (%s); the flow restarts", self.flow, report.task, exc)
+            with self._lock:
+                if self._error is None:
+                    self._error = WriteError(
+                        f"flow={self.flow} task {report.task}: unreadable report ({exc}); "
+                        "the flow restarts from the progress on the target",
+                        terminal=False,
+                    )
+                    self._stop.set()
             results = []
         with self._lock:
             self.reported.add(report.task)

@@ -57,13 +57,14 @@ class PartitionResult:
     @classmethod
     def from_row(cls, row: Sequence[object]) -> PartitionResult:
         """From a report's row (:meth:`as_row`, through JSON)."""
-        if len(row) != len(_FIELDS):
-            raise ValueError(f"a result row has {len(row)} values, not {len(_FIELDS)}")
+        if not isinstance(row, list | tuple) or len(row) != len(_FIELDS):
+            what = f"{len(row)} values" if isinstance(row, list | tuple) else f"a {type(row).__name__}"
+            raise ValueError(f"a result row has {what}, not {len(_FIELDS)} values")
         values = dict(zip(_FIELDS, row, strict=True))
         raw = values["segments"] or []
         assert isinstance(raw, list | tuple)
         values["segments"] = tuple((int(u), int(d), int(n)) for u, d, n in raw)
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)
 
 
 #: PartitionResult's fields in their order: a row's layout.

@@ -565,6 +565,10 @@ class Sink:
             finally:
                 lock.release()
 
+    def unserved(self) -> bool:
+        """Whether a producer holds a record whose delivery report has not been served yet."""
+        return any(len(p) for p in self._producers)
+
     def _serve(self, producer: Producer) -> None:
         """One producer's delivery reports that have arrived, unless the commit is serving them."""
         lock = self.commit.serving

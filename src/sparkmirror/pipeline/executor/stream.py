@@ -57,6 +57,12 @@ _DRAIN = 10_000
 _IDLE_WAIT_S = 0.5
 #: Longest wait for a record while the interval is due but the one before it is still finishing.
 _BUSY_WAIT_S = 0.05
+#: Seconds between two looks at the source's end of the partitions read since the last report (the
+#: consumer's cache, no request), whatever the commit interval.
+_ENDS_EVERY_S = 0.2
+#: Longest wait for a record while a record written is not yet reported delivered: its report is
+#: served between reads, and the metrics take a record's latency when it is.
+_SERVE_WAIT_S = 0.02
 #: Seconds between two reports of an idle task: how soon it learns of a stop, and the driver of its lag.
 _HEARTBEAT_S = 1.0
 #: Seconds between two looks at every partition's positions (between them, a report looks at those the
@@ -165,6 +171,7 @@ class StreamTask:
         most = max(1, plan.interval_max_records // 2 if beside else plan.interval_max_records)
         next_commit = time.monotonic() + interval_s
         next_collect = time.monotonic() + _COLLECT_EVERY_S
+        next_ends = 0.0  # the source's ends of the partitions read, noted at least every _ENDS_EVERY_S
         collections = 0
         next_report = 0.0  # a task reports (and learns of a stop) at least this often
         next_all = 0.0  # every partition's positions at least this often
@@ -184,6 +191,8 @@ class StreamTask:
                     wait = _IDLE_WAIT_S  # nothing written: nothing to commit until a record comes
                 elif not due:
                     wait = min(_IDLE_WAIT_S, next_commit - now)
+                    if wait > _SERVE_WAIT_S and sink.unserved():
+                        wait = _SERVE_WAIT_S  # a delivery report is served (its latency taken) as it comes
                 elif finishing is not None:
                     wait = _BUSY_WAIT_S  # due, the last interval still finishing: look again soon
                 else:
@@ -203,6 +212,12 @@ class StreamTask:
                 unread = True  # the consumer fetches ahead meanwhile: ends it hands no record of
                 futures_wait([finishing], timeout=_IDLE_WAIT_S)  # nothing to read until it is done
             sink.serve()
+            if self._touched and time.monotonic() >= next_ends:
+                # The ends of what was read, noted at least this often whatever the interval: a topic deleted
+                # right after its last record is proven mirrored only by an end noted before the consumer
+                # forgets it (the seal notes them too, once an interval).
+                next_ends = time.monotonic() + _ENDS_EVERY_S
+                self._touched.update(self._note_ends(consumer, list(self._touched)))
             stopping = stopping or channel.stop_requested  # told to stop: finish what was written, then end
             results: list[PartitionResult] = []
             if finishing is not None and finishing.done():

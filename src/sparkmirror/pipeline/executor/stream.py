@@ -212,10 +212,10 @@ class StreamTask:
                 unread = True  # the consumer fetches ahead meanwhile: ends it hands no record of
                 futures_wait([finishing], timeout=_IDLE_WAIT_S)  # nothing to read until it is done
             sink.serve()
-            if self._touched and time.monotonic() >= next_ends:
+            if self._touched and interval_s > _ENDS_EVERY_S and time.monotonic() >= next_ends:
                 # The ends of what was read, noted at least this often whatever the interval: a topic deleted
                 # right after its last record is proven mirrored only by an end noted before the consumer
-                # forgets it (the seal notes them too, once an interval).
+                # forgets it (the seal notes them once an interval: at a short one, that is enough).
                 next_ends = time.monotonic() + _ENDS_EVERY_S
                 self._touched.update(self._note_ends(consumer, list(self._touched)))
             stopping = stopping or channel.stop_requested  # told to stop: finish what was written, then end

@@ -58,7 +58,7 @@ _IDLE_WAIT_S = 0.5
 #: Longest wait for a record while the interval is due but the one before it is still finishing.
 _BUSY_WAIT_S = 0.05
 #: Seconds between two looks at the source's end of the partitions read since the last report (the
-#: consumer's cache, no request), whatever the commit interval.
+#: consumer's cache, no request), when the commit interval (whose seal looks too) is longer.
 _ENDS_EVERY_S = 0.2
 #: Longest wait for a record while a record written is not yet reported delivered: its report is
 #: served between reads, and the metrics take a record's latency when it is.
@@ -213,11 +213,11 @@ class StreamTask:
                 futures_wait([finishing], timeout=_IDLE_WAIT_S)  # nothing to read until it is done
             sink.serve()
             if self._touched and interval_s > _ENDS_EVERY_S and time.monotonic() >= next_ends:
-                # The ends of what was read, noted at least this often whatever the interval: a topic deleted
+                # The ends of what was read, noted at least this often: a topic deleted
                 # right after its last record is proven mirrored only by an end noted before the consumer
                 # forgets it (the seal notes them once an interval: at a short one, that is enough).
                 next_ends = time.monotonic() + _ENDS_EVERY_S
-                self._touched.update(self._note_ends(consumer, list(self._touched)))
+                self._note_ends(consumer, list(self._touched))  # those risen are among the touched already
             stopping = stopping or channel.stop_requested  # told to stop: finish what was written, then end
             results: list[PartitionResult] = []
             if finishing is not None and finishing.done():

@@ -32,7 +32,7 @@ def test_the_streaming_engine_is_the_default(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "interval"),
     [
-        ("", 200),
+        ("", 1000),
         ("sparkmirror.exactly.once = true\n", 200),
         ("exactly.once.source.support = enabled\n", 200),
         ("sparkmirror.exactly.once = true\nsparkmirror.commit.interval.ms = 1000\n", 1000),
@@ -40,7 +40,7 @@ def test_the_streaming_engine_is_the_default(tmp_path: Path) -> None:
     ],
 )
 def test_the_commit_interval_defaults_by_mode_unless_set(tmp_path: Path, extra: str, interval: int) -> None:
-    """Each mode its own default (both 200 ms today: docs/decisions.md, "The commit interval by mode"); set, both."""
+    """Each mode its own default (1 s at least once, 200 ms exactly once: docs/decisions.md, "The commit interval by mode"); set, both."""
     assert load_config(_file(tmp_path, extra)).flows[0].commit_interval_ms == interval
 
 

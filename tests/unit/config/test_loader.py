@@ -121,7 +121,7 @@ def test_mm2_defaults() -> None:
     assert flow.spark.master == "local[*]"
     assert flow.spark.source_loss == "report"
     assert flow.spark.stop_on_flow_failure is False
-    assert flow.spark.commit_interval_ms is None and flow.commit_interval_ms == 200  # at least once
+    assert flow.spark.commit_interval_ms is None and flow.commit_interval_ms == 1000  # at least once
     assert flow.spark.batch_max_records == 2_000_000
     assert flow.spark.progress_interval_seconds == 10
 

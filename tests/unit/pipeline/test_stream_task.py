@@ -257,3 +257,38 @@ def test_a_task_held_back_by_an_interval_still_finishing_reports_the_ends_its_co
     assert not copy.is_alive()
     beats = [r for r in channel.reports[seen:] if not r.final]  # type: ignore[attr-defined]
     assert ("t", 1, 20, 95, 50) in [pos for r in beats for pos in r.positions]  # not the last report's
+
+
+class Forgetful(Consumer):
+    """A consumer whose topic was deleted: it no longer knows its ends."""
+
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+        raise RuntimeError("unknown partition")
+
+
+def test_the_end_a_read_came_with_is_noted_at_the_read_and_kept_once_the_consumer_forgets_it() -> None:
+    """A source topic deleted right after its last record is deleted on the target only if the copy saw its
+    end: noted as the records are read (not at the interval's seal, nor at the next report, by which time the
+    consumer may have forgotten the topic), and only for partitions read past the end noted before."""
+    task = StreamTask(PLAN, 0, [SourceRange("t", 0, 0, 100), SourceRange("t", 1, 0, 100)])
+    task.next = {("t", 0): 0, ("t", 1): 0}
+    consumer = Consumer([Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2)])
+    consumer.ends[("t", 0)] = 3
+    looked: list[tuple[str, int]] = []
+    plain = consumer.get_watermark_offsets
+
+    def watched(tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+        looked.append((tp.topic, tp.partition))
+        return plain(tp, cached)
+
+    consumer.get_watermark_offsets = watched  # type: ignore[method-assign]
+    task._read(consumer, Sink(), 0.1, 100)  # type: ignore[arg-type]
+    assert task._ends == {("t", 0): 3} and looked == [("t", 0)]
+    # the last record read again (after a seek back) is not past the end noted: no look
+    task.next[("t", 0)] = 2
+    consumer.msgs = [Msg("t", 0, 2)]
+    looked.clear()
+    task._read(consumer, Sink(), 0.1, 100)  # type: ignore[arg-type]
+    assert looked == []
+    gone = Forgetful([])
+    assert [p for p in task._positions(gone, every=True) if p[1] == 0] == [("t", 0, 3, 3, 50)]  # type: ignore[arg-type]

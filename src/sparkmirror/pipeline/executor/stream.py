@@ -57,9 +57,6 @@ _DRAIN = 10_000
 _IDLE_WAIT_S = 0.5
 #: Longest wait for a record while the interval is due but the one before it is still finishing.
 _BUSY_WAIT_S = 0.05
-#: Seconds between two looks at the source's end of the partitions read since the last report (the
-#: consumer's cache, no request), when the commit interval (whose seal looks too) is longer.
-_ENDS_EVERY_S = 0.2
 #: Longest wait for a record while a record written is not yet reported delivered: its report is
 #: served between reads, and the metrics take a record's latency when it is.
 _SERVE_WAIT_S = 0.02
@@ -171,7 +168,6 @@ class StreamTask:
         most = max(1, plan.interval_max_records // 2 if beside else plan.interval_max_records)
         next_commit = time.monotonic() + interval_s
         next_collect = time.monotonic() + _COLLECT_EVERY_S
-        next_ends = 0.0  # the source's ends of the partitions read, noted at least every _ENDS_EVERY_S
         collections = 0
         next_report = 0.0  # a task reports (and learns of a stop) at least this often
         next_all = 0.0  # every partition's positions at least this often
@@ -212,12 +208,6 @@ class StreamTask:
                 unread = True  # the consumer fetches ahead meanwhile: ends it hands no record of
                 futures_wait([finishing], timeout=_IDLE_WAIT_S)  # nothing to read until it is done
             sink.serve()
-            if self._touched and interval_s > _ENDS_EVERY_S and time.monotonic() >= next_ends:
-                # The ends of what was read, noted at least this often: a topic deleted
-                # right after its last record is proven mirrored only by an end noted before the consumer
-                # forgets it (the seal notes them once an interval: at a short one, that is enough).
-                next_ends = time.monotonic() + _ENDS_EVERY_S
-                self._note_ends(consumer, list(self._touched))  # those risen are among the touched already
             stopping = stopping or channel.stop_requested  # told to stop: finish what was written, then end
             results: list[PartitionResult] = []
             if finishing is not None and finishing.done():
@@ -226,7 +216,6 @@ class StreamTask:
             ended = len(self.done) == len(self.ranges)
             if finishing is None and (now >= next_commit or handed >= most or stopping or ended):
                 sealed = sink.seal()
-                self._touched.update(self._note_ends(consumer, [(w.topic, w.partition) for w in sealed]))
                 handed = 0
                 next_commit = now + interval_s
                 if sealed and beside:
@@ -383,6 +372,7 @@ class StreamTask:
             run.append(m)
         self._touched.update(runs)
         nbytes = records = 0
+        stale: list[PartitionKey] = []  # partitions read past the end last noted
         for key, run in runs.items():
             r = self.ranges.get(key)
             if r is None or key in self.done or key in self.paused:
@@ -395,9 +385,16 @@ class StreamTask:
                 run = [m for m in run if m.offset() < r.until]  # type: ignore[operator]
             if not run:
                 continue
-            self.next[key] = max(nxt, run[-1].offset() + 1)  # type: ignore[operator]
+            nxt = self.next[key] = max(nxt, run[-1].offset() + 1)  # type: ignore[operator]
+            if nxt > self._ends.get(key, -1):
+                stale.append(key)
             records += len(run)
             nbytes += sink.write(key, run)
+        if stale:
+            # The end as the fetch that brought these records left it, noted now: a topic deleted right after
+            # its last record is proven mirrored only by an end noted before the consumer forgets the topic
+            # (within a fetch of the deletion), whatever the commit interval (docs/decisions.md).
+            self._note_ends(consumer, stale)
         if ended:
             from confluent_kafka import TopicPartition
 

@@ -40,7 +40,8 @@ def test_the_streaming_engine_is_the_default(tmp_path: Path) -> None:
     ],
 )
 def test_the_commit_interval_defaults_by_mode_unless_set(tmp_path: Path, extra: str, interval: int) -> None:
-    """Each mode its own default (1 s at least once, 200 ms exactly once: docs/decisions.md, "The commit interval by mode"); set, both."""
+    """Each mode its own default (1 s at least once, 200 ms exactly once: docs/decisions.md, "The commit
+    interval by mode"); set, it holds for both."""
     assert load_config(_file(tmp_path, extra)).flows[0].commit_interval_ms == interval
 
 

@@ -48,7 +48,7 @@ tools:
 
 # Fastest tier first, so that a broken change fails in seconds.
 test: setup tools lint
-	$(BIN)/python -m pytest --durations=25 tests/unit tests/integration tests/e2e
+	$(BIN)/python -m pytest --durations=50 tests/unit tests/integration tests/e2e
 
 unit: install
 	$(BIN)/python -m pytest tests/unit

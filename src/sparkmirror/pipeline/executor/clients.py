@@ -19,7 +19,7 @@ from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.waits import brokers_text, retry_within
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
 C = TypeVar("C")
@@ -125,6 +125,23 @@ def progress_consumer(plan: WritePlan) -> Consumer:
 
     conf = plan.progress_consumer_config()
     return _cached(_key("progress", plan.progress_group, plan.producer_generation, conf), lambda: new_consumer(conf))
+
+
+def fresh_progress_committed(
+    plan: WritePlan, partitions: list[tuple[str, int]], timeout_s: float
+) -> list[TopicPartition]:
+    """The progress group's committed offsets of ``partitions``, asked by a consumer made for the question
+    (it looks for the group's coordinator anew) and closed after it, in a thread of its own (a close never
+    holds up the caller)."""
+    from confluent_kafka import TopicPartition
+
+    from sparkmirror.kafka.factory import new_consumer
+
+    consumer = new_consumer(plan.progress_consumer_config())
+    try:
+        return consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout_s)
+    finally:
+        threading.Thread(target=consumer.close, name="sparkmirror-probe-close", daemon=True).start()
 
 
 def source_consumer(plan: WritePlan) -> Consumer:

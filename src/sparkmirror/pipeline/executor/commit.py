@@ -340,14 +340,14 @@ class Transactional:
             )
 
         def group_answers(timeout_s: float) -> str | None:
-            # The same group's coordinator, asked through the task's progress consumer for the same
+            # The same group's coordinator, asked by a consumer made for the question, for the same
             # partitions: an answer there while the producer has none is librdkafka's wait, not Kafka's.
-            tps = clients.progress_consumer(plan).committed(
-                [TopicPartition(w.remote, w.partition) for w in parts], timeout=timeout_s
-            )
+            # Not the task's cached progress consumer: after the whole target was down it waited on its
+            # old coordinator as long as the producer did (120 s, session 45), so it never answered.
+            tps = clients.fresh_progress_committed(plan, [(w.remote, w.partition) for w in parts], timeout_s)
             if any(tp.error is not None for tp in tps):
                 return None
-            return f"the coordinator of group {plan.progress_group} answers the task's progress consumer"
+            return f"the coordinator of group {plan.progress_group} answers a new consumer of it"
 
         what = f"{where}: send_offsets_to_transaction({tid}, {len(positions)} partitions)"
         # librdkafka's timeout (``left``) may never be looked at; the thread's bound is the step's.

@@ -28,15 +28,18 @@ producer is never used again.
 
 The refresh does not always help: after the whole target was down (every broker SIGKILLed, started
 again 30 s later) a call went on waiting with every broker back in the producer's metadata. So a
-call that has not answered for :data:`PROBE_AFTER_S` is also checked against another client of the
-task: a ``probe`` asks the same group's coordinator through that client (exactly-once: the progress
-consumer's ``committed()``). If the coordinator has answered it at every probe for
-:data:`PROBE_CONFIRM_S` while the call still does not, the wait is librdkafka's, not Kafka's (a call
-that began before an outage had that long to reconnect), and the task fails at once with the same
-retriable error as at the deadline (the retry's ``init_transactions`` fences the stuck producer and
-aborts its transaction). :data:`PROBE_AFTER_S` lies above the longest wait seen from a busy but healthy transaction
-coordinator (28 s writing the first commit's markers on 1,000 fresh partitions,
-docs/performance.md), so a slow Kafka costs at most one needless retry, never a duplicate.
+call that has not answered for :data:`PROBE_AFTER_S` is also checked against another client: a
+``probe`` asks the same group's coordinator through it (exactly-once: a consumer of the progress
+group made for each probe, whose ``committed()`` looks for the coordinator anew; the task's own
+progress consumer, asked until session 45, waited on the old coordinator as long as the producer,
+so such a wait ran to its limit). If the coordinator has answered at every probe for
+:data:`PROBE_CONFIRM_S` while the call still does not, the wait is librdkafka's, not Kafka's (a
+call that began before an outage had that long to reconnect), and the task fails at once with the
+same retriable error as at the deadline (the retry's ``init_transactions`` fences the stuck
+producer and aborts its transaction). :data:`PROBE_AFTER_S` lies above the longest wait seen from
+a busy but healthy transaction coordinator (28 s writing the first commit's markers on 1,000
+fresh partitions, docs/performance.md), so a slow Kafka costs at most one needless retry, never a
+duplicate.
 
 What it must never do: take a call that did not answer for one that succeeded, fail a call that
 answered, or let a task wait on the target for minutes without saying so.

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from source_messages import SourceMessage, messages
 from sparkmirror.core.policy import DefaultReplicationPolicy
@@ -165,8 +166,8 @@ def test_a_failed_task_aborts_each_open_group_once(producers: dict[str, list[Any
 def test_a_send_offsets_that_never_answers_while_the_progress_group_answers_fails_the_task_early(
     producers: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """librdkafka #5511: the producer's call waits while the group's coordinator answers the progress
-    consumer; the task fails (retriable) at the probe's threshold instead of at ``target_wait_s``."""
+    """librdkafka #5511: the producer's call waits while the group's coordinator answers a new consumer
+    of the progress group; the task fails (retriable) at the probe's threshold instead of at ``target_wait_s``."""
     stuck = threading.Event()
     asked: list[list[tuple[str, int]]] = []
 
@@ -179,6 +180,14 @@ def test_a_send_offsets_that_never_answers_while_the_progress_group_answers_fail
             return super().committed(tps, timeout)
 
     monkeypatch.setattr(clients, "progress_consumer", lambda plan: AnsweringConsumer())
+    # The probe asks a consumer made for it (the task's own may wait on the old coordinator too).
+    monkeypatch.setattr(
+        clients,
+        "fresh_progress_committed",
+        lambda plan, parts, timeout_s: AnsweringConsumer().committed(
+            [TopicPartition(t, p) for t, p in parts], timeout_s
+        ),
+    )
     monkeypatch.setattr(FakeProducer, "send_offsets_to_transaction", lambda self, *a: send_offsets(*a), raising=False)
     monkeypatch.setattr(FakeProducer, "list_topics", lambda self, *a, **kw: object(), raising=False)
     monkeypatch.setattr(

@@ -168,26 +168,33 @@ def test_a_send_offsets_that_never_answers_while_the_progress_group_answers_fail
 ) -> None:
     """librdkafka #5511: the producer's call waits while the group's coordinator answers a new consumer
     of the progress group; the task fails (retriable) at the probe's threshold instead of at ``target_wait_s``."""
+    from confluent_kafka import KafkaError, KafkaException
+
     stuck = threading.Event()
-    asked: list[list[tuple[str, int]]] = []
+    cached_asked: list[list[tuple[str, int]]] = []
+    fresh_asked: list[list[tuple[str, int]]] = []
 
     def send_offsets(_positions: list[Any], _md: Any, _timeout: float) -> None:
         stuck.wait(30)
 
-    class AnsweringConsumer(FakeConsumer):
+    class StuckAfterOpen(FakeConsumer):
+        """The task's cached progress consumer: it answers the open's progress read, then waits on the old
+        coordinator as long as the producer does (seen after the whole target was down)."""
+
         def committed(self, tps: list[Any], timeout: float) -> list[Any]:
-            asked.append(sorted((tp.topic, tp.partition) for tp in tps))
+            cached_asked.append(sorted((tp.topic, tp.partition) for tp in tps))
+            if len(cached_asked) > 1:
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no coordinator"))
             return super().committed(tps, timeout)
 
-    monkeypatch.setattr(clients, "progress_consumer", lambda plan: AnsweringConsumer())
-    # The probe asks a consumer made for it (the task's own may wait on the old coordinator too).
-    monkeypatch.setattr(
-        clients,
-        "fresh_progress_committed",
-        lambda plan, parts, timeout_s: AnsweringConsumer().committed(
-            [TopicPartition(t, p) for t, p in parts], timeout_s
-        ),
-    )
+    cached = StuckAfterOpen()
+    monkeypatch.setattr(clients, "progress_consumer", lambda plan: cached)
+
+    def fresh_committed(_plan: WritePlan, parts: list[tuple[str, int]], timeout_s: float) -> list[Any]:
+        fresh_asked.append(sorted(parts))
+        return FakeConsumer().committed([TopicPartition(t, p) for t, p in parts], timeout_s)
+
+    monkeypatch.setattr(clients, "fresh_progress_committed", fresh_committed)
     monkeypatch.setattr(FakeProducer, "send_offsets_to_transaction", lambda self, *a: send_offsets(*a), raising=False)
     monkeypatch.setattr(FakeProducer, "list_topics", lambda self, *a, **kw: object(), raising=False)
     monkeypatch.setattr(
@@ -204,8 +211,9 @@ def test_a_send_offsets_that_never_answers_while_the_progress_group_answers_fail
         stuck.set()
     assert time.monotonic() - started < 5, "failed at the probe's threshold, not after target_wait_s (120 s)"
     assert raised.value.retriable and "#5511" in str(raised.value) and "group progress" in str(raised.value)
-    # The open (progress read) asked once; the probe asked for the transaction's own partitions.
-    assert [("A.t", 0), ("A.t", 1)] in asked[1:]
+    # The open (progress read) asked the cached consumer; the probe asked a new one, for the transaction's
+    # own partitions (asking the cached one, which no longer answers, the task would wait out the limit).
+    assert len(cached_asked) == 1 and fresh_asked and all(a == [("A.t", 0), ("A.t", 1)] for a in fresh_asked)
 
 
 def test_a_record_the_target_refused_inside_a_transaction_stops_the_flow_naming_its_batch() -> None:

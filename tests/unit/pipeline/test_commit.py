@@ -403,3 +403,41 @@ def test_a_transactional_producer_never_rests(producers: dict[str, list[Any]]) -
 class _CommittingConsumer(FakeConsumer):
     def commit(self, offsets: list[Any], asynchronous: bool) -> None:
         pass
+
+
+@pytest.mark.parametrize("answers", [True, False], ids=["answered", "timed-out"])
+def test_the_probes_consumer_is_made_for_each_probe_and_closed_whatever_it_answered(
+    monkeypatch: pytest.MonkeyPatch, answers: bool
+) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from sparkmirror.kafka import factory
+
+    made: list[Any] = []
+
+    class Probe(FakeConsumer):
+        def __init__(self, conf: dict[str, str]) -> None:
+            self.conf = conf
+            self.closed = threading.Event()
+            made.append(self)
+
+        def committed(self, tps: list[Any], timeout: float) -> list[Any]:
+            if not answers:
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no coordinator"))
+            return super().committed(tps, timeout)
+
+        def close(self) -> None:
+            self.closed.set()
+
+    monkeypatch.setattr(factory, "new_consumer", Probe)
+    plan = _plan(1)
+    for _ in range(2):
+        if answers:
+            got = clients.fresh_progress_committed(plan, [("A.t", 0)], 1.0)
+            assert [(tp.topic, tp.partition) for tp in got] == [("A.t", 0)]
+        else:
+            with pytest.raises(KafkaException):
+                clients.fresh_progress_committed(plan, [("A.t", 0)], 1.0)
+    assert len(made) == 2 and made[0] is not made[1]  # one per probe: none is the task's cached consumer
+    assert all(p.closed.wait(5) for p in made)
+    assert made[0].conf == plan.progress_consumer_config()

@@ -135,13 +135,13 @@ def fresh_progress_committed(
     holds up the caller)."""
     from confluent_kafka import TopicPartition
 
-    from sparkmirror.kafka.factory import new_consumer
+    from sparkmirror.kafka.factory import close_within, new_consumer
 
     consumer = new_consumer(plan.progress_consumer_config())
     try:
         return consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout_s)
     finally:
-        threading.Thread(target=consumer.close, name="sparkmirror-probe-close", daemon=True).start()
+        close_within(consumer.close, 0.0, f"probe consumer of group {plan.progress_group}")
 
 
 def source_consumer(plan: WritePlan) -> Consumer:

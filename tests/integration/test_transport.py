@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
 from kafka_helpers import Rec, create_topics, produce, read_partition, unique, varied_records
+from sparkmirror.pipeline.executor import clients
 from sparkmirror.pipeline.transport import launcher
 from sparkmirror.pipeline.transport.client import Message, TransportConsumer, TransportProducer
 
@@ -70,6 +71,9 @@ def test_records_go_through_both_clients_byte_for_byte_with_their_target_offsets
         positions = consumer.position([TopicPartition(topic, 0), TopicPartition(topic, 1)])
         assert [tp.offset for tp in positions] == [300, 400]
         assert consumer.get_watermark_offsets(TopicPartition(topic, 1), cached=True)[1] == 400
+        # The task's look at many ends at once: the same ends, a partition it never named left out.
+        ends = clients.cached_ends(consumer, [(topic, 0), (topic, 1), (topic, 9)])
+        assert ends == [((topic, 0), 300), ((topic, 1), 400)]
 
         reports: list[tuple[int, int, int | None]] = []  # (partition, source offset, target offset)
         for m in records:

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from source_messages import SourceMessage
 from sparkmirror.core.policy import DefaultReplicationPolicy
-from sparkmirror.core.ranges import SourceRange
+from sparkmirror.core.ranges import OPEN_END, SourceRange
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor import stream
 from sparkmirror.pipeline.executor.plan import WritePlan
@@ -293,3 +293,14 @@ def test_the_end_a_read_came_with_is_noted_at_the_read_and_kept_once_the_consume
     gone = Forgetful([])
     # the next report (of the partitions touched) carries it, the consumer having forgotten the topic meanwhile
     assert [p for p in task._positions(gone) if p[1] == 0] == [("t", 0, 3, 3, 50)]  # type: ignore[arg-type]
+
+
+def test_only_a_task_with_an_end_to_reach_asks_its_consumer_for_the_ends_it_reaches() -> None:
+    """Streaming, no range ends: at many partitions of a few records a second nearly every read would
+    reach a partition's end, an event a record for nothing. ``--once`` needs them (an end past its last
+    record, behind transaction markers)."""
+    streaming = StreamTask(PLAN, 0, [SourceRange("t", 0, 0, OPEN_END), SourceRange("t", 1, 5, OPEN_END)])
+    once = StreamTask(PLAN, 0, [SourceRange("t", 0, 0, OPEN_END), SourceRange("t", 1, 5, 9)])
+    assert not streaming.has_ends and once.has_ends
+    assert PLAN.reader_config(partition_eof=False)["enable.partition.eof"] == "false"
+    assert PLAN.reader_config(partition_eof=True)["enable.partition.eof"] == "true"

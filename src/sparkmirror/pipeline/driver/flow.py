@@ -101,6 +101,12 @@ _TOPIC_IDS_WAIT_S = 30.0
 #: a start loads one record each: at 1,000 partitions and an interval a second, 10 s leaves at most
 #: 10,000 (at the default 200 ms interval, 50,000).
 FOLD_INTERVAL_S = 10.0
+#: Least seconds between two prunes of the offset map below the target's log starts (each asks the target
+#: for every remote partition's log start, and walks every partition's map). A broker moves a log start by
+#: retention at most once per ``log.retention.check.interval.ms`` (5 minutes by default), so a prune at
+#: every checkpoint pass (5 s in the benchmark) found nothing new most times, and was about half the
+#: driver's CPU at 1,000 partitions (docs/performance.md). A segment kept a little longer costs memory only.
+PRUNE_EVERY_S = 300.0
 
 
 def write_plan(clients: FlowClients) -> WritePlan:
@@ -236,6 +242,8 @@ class Flow:
         self.scheduler = Scheduler()
         #: The checkpoint pass under way (its slices are spread over the interval).
         self._pass: CheckpointPass | None = None
+        #: When the offset map was last pruned (monotonic s; none yet).
+        self._pruned_at: float | None = None
         #: (source or target, operation): what the flow does now (named when a cluster refuses it).
         self.step: tuple[str, str] = ("source", "start")
         self.copy_job: StreamingCopy | None = None
@@ -923,9 +931,14 @@ class Flow:
         self.recorder.plan = self.target.fit_writer(self.recorder.plan, self.subscribed)
 
     def _prune_offset_map(self) -> None:
+        """Drop the offset map's segments below the remote partitions' log starts, at most every
+        :data:`PRUNE_EVERY_S`."""
         from confluent_kafka import TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
+        now = time.monotonic()
+        if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY_S:
+            return
         request = {
             TopicPartition(self.topics.remote_name(t), p): OffsetSpec.earliest()
             for t, n in self.subscribed.items()
@@ -936,6 +949,7 @@ class Flow:
         source_of = {self.topics.remote_name(t): t for t in self.subscribed}
         found = list_offsets(self.clients.target_admin, request)
         self.store.prune({(source_of[topic], partition): start for (topic, partition), start in found.items()})
+        self._pruned_at = now
 
     def _fold_offset_map(self) -> None:
         """Fold the offset map's settled segments into chains (:meth:`OffsetMapStore.fold`). A failure

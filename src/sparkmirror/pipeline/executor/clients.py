@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
@@ -144,18 +144,41 @@ def fresh_progress_committed(
         close_within(consumer.close, 0.0, f"probe consumer of group {plan.progress_group}")
 
 
-def source_consumer(plan: WritePlan) -> Consumer:
-    """A copy task's source consumer (:meth:`~.plan.WritePlan.reader_config`)."""
+def source_consumer(plan: WritePlan, *, partition_eof: bool) -> Consumer:
+    """A copy task's source consumer (:meth:`~.plan.WritePlan.reader_config`). ``partition_eof``: it says
+    each time it reaches a partition's end, which only a task copying up to an end needs (``--once``).
+    A streaming task's partitions have none, and at many partitions of a few records a second nearly every
+    read reaches one: an event a record, read, made and looked at for nothing (docs/performance.md)."""
     from sparkmirror.kafka.factory import new_consumer
 
     if plan.transport == "java":
         from sparkmirror.pipeline.transport.client import TransportConsumer
 
         java = plan.java_reader_config()
-        key = _key("transport-reader", plan.flow, "", java)
-        return _cached(key, lambda: TransportConsumer(java, partition_eof=True))  # type: ignore[return-value]
-    conf = plan.reader_config()
+        key = _key("transport-reader", plan.flow, str(partition_eof), java)
+        return _cached(key, lambda: TransportConsumer(java, partition_eof=partition_eof))  # type: ignore[return-value]
+    conf = plan.reader_config(partition_eof=partition_eof)
     return _cached(_key("reader", plan.flow, "", conf), lambda: new_consumer(conf))
+
+
+def cached_ends(consumer: Consumer, keys: Iterable[PartitionKey]) -> list[tuple[PartitionKey, int]]:
+    """The source's end of each of ``keys`` as ``consumer`` last saw it (its cached high watermark: no
+    request), of those it knows one for. The transport's consumer has them at hand; librdkafka's is asked
+    one partition at a time."""
+    own = getattr(consumer, "cached_ends", None)
+    if own is not None:
+        return own(keys)
+    from confluent_kafka import TopicPartition
+
+    out = []
+    for t, p in keys:
+        try:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(t, p), cached=True)
+        except Exception:  # noqa: BLE001 - an end unknown now
+            continue
+        if high is not None and high >= 0:
+            out.append(((t, p), int(high)))
+    return out
 
 
 def source_admin(plan: WritePlan) -> AdminClient:

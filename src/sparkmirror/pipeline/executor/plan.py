@@ -24,7 +24,6 @@ READER_SETTINGS = {
     "enable.auto.offset.store": "false",
     "isolation.level": "read_committed",
     "auto.offset.reset": "error",
-    "enable.partition.eof": "true",
 }
 #: Reader defaults an operator may override with ``A.consumer.*`` (docs/performance.md has the
 #: measurements): larger fetches per partition than librdkafka's 1 MiB; an idle task's fetches wait
@@ -158,10 +157,12 @@ class WritePlan:
         conf.setdefault("client.id", f"sparkmirror-{self.flow}")
         return conf
 
-    def reader_config(self) -> dict[str, str]:
+    def reader_config(self, *, partition_eof: bool = False) -> dict[str, str]:
         """A task's source consumer: a position the source no longer holds is an error, never a silent
-        jump (the driver then looks for source loss)."""
+        jump (the driver then looks for source loss). ``partition_eof``: it says each time it reaches a
+        partition's end (only a task with an end to reach needs it: :func:`~.clients.source_consumer`)."""
         conf = {**READER_DEFAULTS, **self.source_consumer_config, **READER_SETTINGS}
+        conf["enable.partition.eof"] = "true" if partition_eof else "false"
         conf["group.id"] = reader_group(self.flow)  # never joined, never committed to
         conf.setdefault("client.id", f"sparkmirror-{self.flow}-reader")
         return conf

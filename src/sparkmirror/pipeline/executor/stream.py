@@ -34,7 +34,7 @@ from concurrent.futures import wait as futures_wait
 from typing import TYPE_CHECKING
 
 from sparkmirror.core.control import TokenBucket
-from sparkmirror.core.ranges import SourceRange
+from sparkmirror.core.ranges import OPEN_END, SourceRange
 from sparkmirror.kafka.factory import close_within
 from sparkmirror.logs import worker_logging
 from sparkmirror.pipeline.exceptions import WriteError
@@ -133,7 +133,7 @@ class StreamTask:
                     self.done.add(key)
             # Before any read, also of a retried attempt: a topic re-created since the job began is not read.
             self._check_topic_ids()
-            consumer = clients.source_consumer(plan)
+            consumer = clients.source_consumer(plan, partition_eof=self.has_ends)
             self._assign(consumer)
             # The flow control of the job's start, then the driver's as of now before the first read: a
             # pause or a limit set since the job started (a retried task) holds from the first record.
@@ -262,6 +262,11 @@ class StreamTask:
                 collections += 1
                 # The young generations: a cycle that outlived one collection waits for the whole heap's.
                 gc.collect(2 if collections % _FULL_COLLECT_EVERY == 0 else 1)
+
+    @property
+    def has_ends(self) -> bool:
+        """Whether a partition's range ends (``--once``): only then is a partition's end reached news."""
+        return any(r.until != OPEN_END for r in self.ranges.values())
 
     def _check_topic_ids(self) -> None:
         """Before the first read: fail the task when a source topic now has another id than the job began
@@ -469,17 +474,12 @@ class StreamTask:
         """Keep the source's end of ``keys`` as the consumer saw it last (its cached high watermark: no
         request); a partition whose end it no longer knows keeps the one seen before. Returns the keys
         whose kept end rose."""
-        from confluent_kafka import TopicPartition
-
+        ends = self._ends
         risen = []
-        for t, p in keys:
-            try:
-                _low, high = consumer.get_watermark_offsets(TopicPartition(t, p), cached=True)
-            except Exception:  # noqa: BLE001 - an end unknown now: the one seen before stays
-                continue
-            if high is not None and high > self._ends.get((t, p), -1):
-                self._ends[(t, p)] = int(high)
-                risen.append((t, p))
+        for key, high in clients.cached_ends(consumer, keys):
+            if high > ends.get(key, -1):
+                ends[key] = high
+                risen.append(key)
         return risen
 
 

@@ -29,7 +29,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -345,6 +345,18 @@ class TransportConsumer:
     ) -> tuple[int, int]:
         pid = self._parts.ids.get((tp.topic, tp.partition))
         return -1001, self._ends.get(pid, -1) if pid is not None else -1
+
+    def cached_ends(self, keys: Iterable[tuple[str, int]]) -> list[tuple[tuple[str, int], int]]:
+        """Each partition's end as the JVM last sent it, of those it sent one for (no request, and no
+        :class:`TopicPartition` a partition: the task notes the ends of what it read at every read)."""
+        ids = self._parts.ids
+        ends = self._ends
+        out = []
+        for key in keys:
+            end = ends.get(ids.get(key, -1), -1)
+            if end >= 0:
+                out.append((key, end))
+        return out
 
     def close(self) -> None:
         self._conn.close()

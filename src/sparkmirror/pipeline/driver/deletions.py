@@ -17,7 +17,9 @@ refresh until they do:
    a topic refresh saw) and the offset map holds every record it read (its next offset to copy); a
    partition whose end was never seen (deleted while the flow did not copy it) keeps the topic for
    good (said). Records appended after the end was last seen and before the deletion cannot be known
-   by anyone once the topic is gone: the window is one progress report of the copy (a second);
+   by anyone once the topic is gone: the window is a fetch of the copy for records it read (their
+   end is noted at the read), and up to the copy's look at every partition (10 s) for an end that
+   rose without a record (transaction markers, an aborted transaction);
 2. no consumer group on the target reads it: none has a committed offset on it or a member
    assigned to it (sparkmirror's own groups aside), and every group could be listed and described.
 

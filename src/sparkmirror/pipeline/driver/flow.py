@@ -102,11 +102,13 @@ _TOPIC_IDS_WAIT_S = 30.0
 #: 10,000 (at the default 200 ms interval, 50,000).
 FOLD_INTERVAL_S = 10.0
 #: Least seconds between two prunes of the offset map below the target's log starts (each asks the target
-#: for every remote partition's log start, and walks every partition's map). A broker moves a log start by
-#: retention at most once per ``log.retention.check.interval.ms`` (5 minutes by default), so a prune at
-#: every checkpoint pass (5 s in the benchmark) found nothing new most times, and was about half the
-#: driver's CPU at 1,000 partitions (docs/performance.md). A segment kept a little longer costs memory only.
-PRUNE_EVERY_S = 300.0
+#: for every remote partition's log start, and walks every partition's map): the default checkpoint
+#: interval (``emit.checkpoints.interval.seconds``), so a flow checkpointing more often does not prune more
+#: often. At every pass of 5 s (the benchmark's) a prune was about half the driver's CPU at 1,000 partitions
+#: (docs/performance.md), and found nothing new most times: a broker moves a log start by retention at most
+#: once per ``log.retention.check.interval.ms`` (5 minutes by default). Until a segment is pruned, an offset
+#: below the target's log start translates to a record the target no longer holds, not "below the history".
+PRUNE_EVERY_S = 60.0
 
 
 def write_plan(clients: FlowClients) -> WritePlan:

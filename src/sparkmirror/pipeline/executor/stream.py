@@ -106,8 +106,8 @@ class StreamTask:
         #: forgets it once the topic is deleted, and that end is what proves a deleted topic was mirrored.
         self._ends: dict[PartitionKey, int] = {}
         #: Partitions whose positions may have changed since they were last reported: every one at the
-        #: start, then those the consumer handed a record or an event of, whose end rose, or that flow
-        #: control paused or resumed.
+        #: start, then those the consumer handed a record or an event of (an error; an end reached only
+        #: with ``--once``: :attr:`has_ends`), whose end rose, or that flow control paused or resumed.
         self._touched: set[PartitionKey] = set(self.ranges)
         #: What the driver was last told of each partition (next offset, end, read up to): a position
         #: looked at again and found the same is not sent again.
@@ -363,7 +363,7 @@ class StreamTask:
             err = m.error()
             key: PartitionKey = (m.topic(), m.partition())  # type: ignore[assignment]
             if err is not None:
-                self._touched.add(key)  # a partition's end (its position past markers too)
+                self._touched.add(key)  # an end reached (--once: its position past markers too), an error
                 r = self.ranges.get(key)
                 self._error(err, key, r)
                 # The partition's end, at or past the range's (a paused partition's skipped records may

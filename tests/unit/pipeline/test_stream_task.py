@@ -224,6 +224,9 @@ class Channel:
     def send(self, report: object) -> None:
         self.reports.append(report)
 
+    def close(self) -> None:
+        pass
+
 
 def test_a_task_held_back_by_an_interval_still_finishing_reports_the_ends_its_consumer_learnt(
     monkeypatch: pytest.MonkeyPatch,
@@ -295,12 +298,33 @@ def test_the_end_a_read_came_with_is_noted_at_the_read_and_kept_once_the_consume
     assert [p for p in task._positions(gone) if p[1] == 0] == [("t", 0, 3, 3, 50)]  # type: ignore[arg-type]
 
 
-def test_only_a_task_with_an_end_to_reach_asks_its_consumer_for_the_ends_it_reaches() -> None:
+@pytest.mark.parametrize("until", [OPEN_END, 9], ids=["streaming", "once"])
+def test_only_a_task_with_an_end_to_reach_asks_its_consumer_for_the_ends_it_reaches(
+    monkeypatch: pytest.MonkeyPatch, until: int
+) -> None:
     """Streaming, no range ends: at many partitions of a few records a second nearly every read would
     reach a partition's end, an event a record for nothing. ``--once`` needs them (an end past its last
     record, behind transaction markers)."""
-    streaming = StreamTask(PLAN, 0, [SourceRange("t", 0, 0, OPEN_END), SourceRange("t", 1, 5, OPEN_END)])
-    once = StreamTask(PLAN, 0, [SourceRange("t", 0, 0, OPEN_END), SourceRange("t", 1, 5, 9)])
-    assert not streaming.has_ends and once.has_ends
+    asked: list[bool] = []
+
+    class Opened(Sink):
+        def open(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+            return dict.fromkeys(keys, -1)
+
+        def abandon(self) -> None:
+            pass
+
+    def source_consumer(_plan: WritePlan, *, partition_eof: bool) -> None:
+        asked.append(partition_eof)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(stream, "Sink", lambda _plan, _commit: Opened())
+    monkeypatch.setattr(stream, "commit_for", lambda _plan, _n: None)
+    monkeypatch.setattr(stream, "ReportClient", lambda _address, _token: Channel())
+    monkeypatch.setattr(stream.clients, "source_consumer", source_consumer)
+    task = StreamTask(PLAN, 0, [SourceRange("t", 0, 0, OPEN_END), SourceRange("t", 1, 5, until)])
+    with pytest.raises(RuntimeError, match="stop here"):
+        task.run()
+    assert asked == [until != OPEN_END] == [task.has_ends]
     assert PLAN.reader_config(partition_eof=False)["enable.partition.eof"] == "false"
     assert PLAN.reader_config(partition_eof=True)["enable.partition.eof"] == "true"

@@ -343,8 +343,9 @@ class TransportConsumer:
     def get_watermark_offsets(
         self, tp: TopicPartition, timeout: float | None = None, cached: bool = False
     ) -> tuple[int, int]:
-        pid = self._parts.ids.get((tp.topic, tp.partition))
-        return -1001, self._ends.get(pid, -1) if pid is not None else -1
+        """The end as the JVM last sent it (-1: none yet); the log start is not known (-1001)."""
+        known = self.cached_ends([(tp.topic, tp.partition)])
+        return -1001, known[0][1] if known else -1
 
     def cached_ends(self, keys: Iterable[tuple[str, int]]) -> list[tuple[tuple[str, int], int]]:
         """Each partition's end as the JVM last sent it, of those it sent one for (no request, and no

@@ -1,6 +1,6 @@
-"""The driver prunes the offset map below the target's log starts at most every ``PRUNE_EVERY_S``: a
-broker moves a log start by retention at most that often by default, and each prune asks the target for
-every remote partition's log start."""
+"""The driver prunes the offset map below the target's log starts at most every ``PRUNE_EVERY_S`` (the
+default checkpoint interval), not at every checkpoint pass: each prune asks the target for every remote
+partition's log start."""
 
 from __future__ import annotations
 

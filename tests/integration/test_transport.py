@@ -14,6 +14,7 @@ from kafka_helpers import Rec, create_topics, produce, read_partition, unique, v
 from sparkmirror.pipeline.executor import clients
 from sparkmirror.pipeline.transport import launcher
 from sparkmirror.pipeline.transport.client import Message, TransportConsumer, TransportProducer
+from sparkmirror.pipeline.transport.frames import Read
 
 READER = {"enable.auto.commit": "false", "isolation.level": "read_committed", "auto.offset.reset": "none"}
 
@@ -26,17 +27,16 @@ def transport_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _read_all(
     consumer: TransportConsumer, want: int, *, timeout_s: float = 60.0
-) -> tuple[list[Message], list[Message]]:
-    """Records and events until ``want`` records came."""
-    records: list[Message] = []
+) -> tuple[list[tuple[int, Read]], list[Message]]:
+    """Records (partition, record) and events until ``want`` records came."""
+    records: list[tuple[int, Read]] = []
     events: list[Message] = []
     deadline = time.monotonic() + timeout_s
     while len(records) < want and time.monotonic() < deadline:
-        m = consumer.poll(0.5)
-        if m is None:
-            continue
-        for msg in [m, *consumer.consume(1000, 0)]:
-            (events if msg.error() is not None else records).append(msg)
+        runs, more, _taken = consumer.take(0.5, 1000)
+        for (_topic, p), run in runs.items():
+            records += [(p, r) for r in run]
+        events += more
     return records, events
 
 
@@ -52,20 +52,17 @@ def test_records_go_through_both_clients_byte_for_byte_with_their_target_offsets
     try:
         consumer.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 10)])
         records, events = _read_all(consumer, 300 + 390)
-        by_partition: dict[int, list[Message]] = {0: [], 1: []}
-        for m in records:
-            by_partition[m.partition()].append(m)  # type: ignore[index]
-        assert [m.offset() for m in by_partition[0]] == list(range(300))
-        assert [m.offset() for m in by_partition[1]] == list(range(10, 400))
-        got = [Rec(m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]) for m in by_partition[0]]
+        by_partition: dict[int, list[Read]] = {0: [], 1: []}
+        for p, r in records:
+            by_partition[p].append(r)
+        assert [r[0] for r in by_partition[0]] == list(range(300))
+        assert [r[0] for r in by_partition[1]] == list(range(10, 400))
+        got = [Rec(key, value, tuple(headers or ()), ts) for _o, key, value, ts, headers in by_partition[0]]
         assert got == sent[0]
-        assert all(m.timestamp()[0] == 1 for m in records)  # create time, librdkafka's number
         # Each partition's end is said once the consumer reached it (partition EOF), with its position.
         deadline = time.monotonic() + 10
         while len({(e.partition(), e.offset()) for e in events}) < 2 and time.monotonic() < deadline:
-            m = consumer.poll(0.5)
-            if m is not None:
-                events.append(m)
+            events += consumer.take(0.5, 10)[1]
         assert {(e.partition(), e.offset()) for e in events} == {(0, 300), (1, 400)}
         assert all(e.error().code() == KafkaError._PARTITION_EOF for e in events)  # type: ignore[union-attr]
         positions = consumer.position([TopicPartition(topic, 0), TopicPartition(topic, 1)])
@@ -76,19 +73,19 @@ def test_records_go_through_both_clients_byte_for_byte_with_their_target_offsets
         assert ends == [((topic, 0), 300), ((topic, 1), 400)]
 
         reports: list[tuple[int, int, int | None]] = []  # (partition, source offset, target offset)
-        for m in records:
+        for p, (offset, key, value, ts, headers) in records:
 
-            def delivered(err, msg, src=m.offset()):  # noqa: ANN001, ANN202, B008 - the offset of this loop's record
+            def delivered(err, msg, src=offset):  # noqa: ANN001, ANN202 - the offset of this loop's record
                 assert err is None, err
                 reports.append((msg.partition(), src, msg.offset()))
 
-            producer.produce(remote, m.value(), m.key(), m.partition(), delivered, None, m.timestamp()[1], m.headers())
+            producer.produce(remote, value, key, p, delivered, None, ts, headers)
         assert producer.flush(60) == 0
         assert len(producer) == 0
         # Each partition's reports in the order its records were produced, each with its target offset.
         for p, first in ((0, 0), (1, 10)):
             mine = [(s, t) for q, s, t in reports if q == p]
-            assert [s for s, _t in mine] == [m.offset() for m in by_partition[p]]
+            assert [s for s, _t in mine] == [r[0] for r in by_partition[p]]
             assert [t for _s, t in mine] == list(range(len(mine)))
             assert mine[0][0] == first
         assert read_partition(bootstraps["B"], remote, 0) == sent[0]
@@ -132,7 +129,7 @@ def test_errors_come_by_librdkafka_names_and_in_produce_order(bootstraps, transp
         # Sought back into range, it reads again.
         consumer.seek(TopicPartition(source, 0, 2))
         records, _events = _read_all(consumer, 3, timeout_s=30)
-        assert [m.offset() for m in records] == [2, 3, 4]
+        assert [r[0] for _p, r in records] == [2, 3, 4]
     finally:
         consumer.close()
 
@@ -168,18 +165,16 @@ def test_after_a_seek_no_record_fetched_before_it_is_handed_out(bootstraps, tran
     consumer = TransportConsumer({"bootstrap.servers": bootstraps["A"], **READER, "max.poll.records": "100"})
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        first = None
-        while first is None:
-            first = consumer.poll(1.0)
-        assert first.offset() == 0
+        first: list[Read] = []
+        while not first:
+            first = consumer.take(1.0, 1)[0].get((topic, 0), [])
+        assert first[0][0] == 0
         time.sleep(1)  # the JVM sends its next frames ahead meanwhile
         for target in (2000, 5, 1500):
             consumer.seek(TopicPartition(topic, 0, target))
-            m = None
-            while m is None:
-                m = consumer.poll(1.0)
-            assert m.offset() == target
-            rest = consumer.consume(50, 0)
-            assert [r.offset() for r in rest] == list(range(target + 1, target + 1 + len(rest)))
+            run: list[Read] = []
+            while not run:
+                run = consumer.take(1.0, 51)[0].get((topic, 0), [])
+            assert [r[0] for r in run] == list(range(target, target + len(run)))
     finally:
         consumer.close()

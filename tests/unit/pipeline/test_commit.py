@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition
 
-from source_messages import SourceMessage, messages
+from source_messages import SourceMessage, records
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.transactions import transaction_group
 from sparkmirror.pipeline.exceptions import WriteError
@@ -123,7 +123,7 @@ def _write(plan: WritePlan, partitions: list[tuple[str, int]]) -> Sink:
     sink = Sink(plan, commit.commit_for(plan))
     sink.open(partitions)
     for key in partitions:
-        sink.write(key, messages(*key, range(10, 13)))
+        sink.write(key, records(*key, range(10, 13)))
     return sink
 
 
@@ -318,7 +318,7 @@ def test_at_least_once_a_task_of_many_partitions_deals_them_among_its_producers(
     sink.open(partitions)
     for round_ in range(2):  # each partition stays with its producer from one write to the next
         for key in partitions:
-            sink.write(key, messages(*key, range(10 + 3 * round_, 13 + 3 * round_)))
+            sink.write(key, records(*key, range(10 + 3 * round_, 13 + 3 * round_)))
     results = _finish(sink)
     assert sorted(made) == [0, 1, 2]
     assert {slot: sorted(p.ends) for slot, p in made.items()} == {
@@ -364,7 +364,7 @@ def test_at_least_once_idle_producers_rest_and_their_next_record_makes_them_agai
     assert sink.rest_idle(60.0) == 0  # looked at: idle from now on
     clock[0] += 100
     for key in partitions:
-        sink.write(key, messages(*key, range(10, 13)))
+        sink.write(key, records(*key, range(10, 13)))
     assert sink.rest_idle(0.0) == 0  # records written since the last seal: not between intervals
     sealed = sink.seal()
     assert sink.rest_idle(0.0) == 0  # sealed, not finished: its reports may be served meanwhile
@@ -380,7 +380,7 @@ def test_at_least_once_idle_producers_rest_and_their_next_record_makes_them_agai
     assert not first.closed and second.closed and not third.closed
     assert sink.parts[("t", 1)].producer is None
     assert second not in clients._CLIENTS.values() and first in clients._CLIENTS.values()
-    sink.write(("t", 1), messages("t", 1, range(13, 15)))
+    sink.write(("t", 1), records("t", 1, range(13, 15)))
     results = _finish(sink)
     again = sink.parts[("t", 1)].producer
     assert again is not None and again is not second and again in clients._CLIENTS.values()

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from source_messages import SourceMessage, messages
+from source_messages import SourceMessage, records
 from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor import sink as sink_module
-from sparkmirror.pipeline.executor.plan import WritePlan
+from sparkmirror.pipeline.executor.plan import Record, WritePlan
 from sparkmirror.pipeline.executor.sink import (
     PartitionWrite,
     Sink,
@@ -64,7 +64,7 @@ def test_a_record_over_the_limit_is_refused_before_it_is_sent(rows: list[tuple[b
             max_record_bytes={"A.t": limit},
         )
         sink = Sink(plan, Commit())  # type: ignore[arg-type]
-        sink.write(("t", 0), [SourceMessage(o=7, k=key, v=b"vv", hdrs=headers)])
+        sink.write(("t", 0), [SourceMessage(o=7, k=key, v=b"vv", hdrs=headers).record()])
         w = sink.parts[("t", 0)]
         assert [f[0] for f in w.record_failures] == [7] and w.local_refusals == 1
 
@@ -245,8 +245,8 @@ def _secret_plan(**kw: Any) -> WritePlan:
     )
 
 
-def _records(offsets: range) -> list[SourceMessage]:
-    return messages("t", 0, offsets)
+def _records(offsets: range) -> list[Record]:
+    return records("t", 0, offsets)
 
 
 def test_a_full_producer_queue_says_what_it_waits_for_every_interval(
@@ -451,9 +451,9 @@ def test_the_sink_writes_each_record_once_with_its_fields_a_missing_timestamp_le
     sink = Sink(_plan(), _OneProducer(producer))  # type: ignore[arg-type]
     headers = [("h", b"1")]
     run = [
-        SourceMessage(o=5, k=None, v=b"abc", ts=-1, hdrs=headers),
-        SourceMessage(o=6, k=b"kk", v=None, ts=0),
-        SourceMessage(o=7, ts=1_700_000_000_000),
+        SourceMessage(o=5, k=None, v=b"abc", ts=-1, hdrs=headers).record(),
+        SourceMessage(o=6, k=b"kk", v=None, ts=0).record(),
+        SourceMessage(o=7, ts=1_700_000_000_000).record(),
     ]
     assert not sink.written
     assert sink.write(("t", 0), run) == 3 + 2 + 2  # key and value bytes handed over
@@ -472,7 +472,7 @@ def test_the_sink_writes_each_record_once_with_its_fields_a_missing_timestamp_le
     sealed = sink.seal()
     assert [s.partition for s in sealed] == [0] and not sink.written, "sealed: nothing written since"
     assert sink.seal() == [] and not sink.written
-    sink.write(("t", 0), [SourceMessage(o=8)])
+    sink.write(("t", 0), [SourceMessage(o=8).record()])
     assert sink.written and sink.parts[("t", 0)].sent == [8]
 
 

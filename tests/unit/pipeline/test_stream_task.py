@@ -15,7 +15,7 @@ from sparkmirror.core.policy import DefaultReplicationPolicy
 from sparkmirror.core.ranges import OPEN_END, SourceRange
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor import stream
-from sparkmirror.pipeline.executor.plan import WritePlan
+from sparkmirror.pipeline.executor.plan import Record, WritePlan
 from sparkmirror.pipeline.executor.stream import StreamTask
 from sparkmirror.pipeline.reports import Answer
 
@@ -63,9 +63,9 @@ class Sink:
     def __init__(self) -> None:
         self.written: dict[tuple[str, int], list[int]] = {}
 
-    def write(self, key: tuple[str, int], msgs: list[SourceMessage]) -> int:
-        self.written.setdefault(key, []).extend(m.offset() for m in msgs)
-        return sum(len(m.key()) + len(m.value()) for m in msgs)
+    def write(self, key: tuple[str, int], records: list[Record]) -> int:
+        self.written.setdefault(key, []).extend(r[0] for r in records)
+        return sum(len(r[1] or b"") + len(r[2] or b"") for r in records)
 
 
 PLAN = WritePlan(flow="A->B", source_alias="A", policy=DefaultReplicationPolicy(), producer_config={})

@@ -29,25 +29,28 @@ def test_both_sides_name_the_same_frame_kinds_and_requests() -> None:
     assert written == to_python
 
 
-def test_a_records_frame_reads_back_every_field() -> None:
+def test_a_records_frame_reads_back_every_field_partition_by_partition() -> None:
     body = bytearray(frames.INT.pack(7) + frames.INT.pack(2))
-    body += struct.pack(">iqbqi", 3, 41, 1, 1_700_000_000_000, 2) + b"k1"
+    body += frames.INT.pack(3) + frames.INT.pack(2)  # partition 3: two records
+    body += struct.pack(">qqi", 41, 1_700_000_000_000, 2) + b"k1"
     body += frames.INT.pack(-1)  # a null value
     body += frames.INT.pack(2)
     frames.put_str(body, "h")
     frames.put_bytes(body, b"v")
     frames.put_str(body, "empty")
     frames.put_bytes(body, None)
-    body += struct.pack(">iqbqi", 4, 7, 2, 5, -1) + frames.INT.pack(0) + frames.INT.pack(0)  # null key, empty value
-    body += frames.INT.pack(1) + struct.pack(">iqq", 3, 42, 50)
+    body += struct.pack(">qqi", 42, -1, 0) + frames.INT.pack(1) + b"x" + frames.INT.pack(0)  # an empty key
+    body += frames.INT.pack(4) + frames.INT.pack(1)  # partition 4: one record
+    body += struct.pack(">qqi", 7, 5, -1) + frames.INT.pack(0) + frames.INT.pack(0)  # null key, empty value
+    body += frames.INT.pack(1) + struct.pack(">iqq", 3, 43, 50)
     body += frames.INT.pack(1) + struct.pack(">iq", 4, 8)
-    moves, read, positions, ends = frames.records(bytes(body))
+    moves, runs, positions, ends = frames.records(bytes(body))
     assert moves == 7
-    assert read == [
-        (3, 41, (1, 1_700_000_000_000), b"k1", None, [("h", b"v"), ("empty", None)]),
-        (4, 7, (2, 5), None, b"", None),
+    assert runs == [
+        (3, [(41, b"k1", None, 1_700_000_000_000, [("h", b"v"), ("empty", None)]), (42, b"", b"x", -1, None)]),
+        (4, [(7, None, b"", 5, None)]),
     ]
-    assert positions == [(3, 42, 50)]
+    assert positions == [(3, 43, 50)]
     assert ends == [(4, 8)]
 
 

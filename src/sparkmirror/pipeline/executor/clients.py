@@ -15,11 +15,11 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
-from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
+from sparkmirror.pipeline.executor.plan import PartitionKey, Record, WritePlan
 from sparkmirror.pipeline.executor.waits import brokers_text, retry_within
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer, Message, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
 C = TypeVar("C")
@@ -159,6 +159,37 @@ def source_consumer(plan: WritePlan, *, partition_eof: bool) -> Consumer:
         return _cached(key, lambda: TransportConsumer(java, partition_eof=partition_eof))  # type: ignore[return-value]
     conf = plan.reader_config(partition_eof=partition_eof)
     return _cached(_key("reader", plan.flow, "", conf), lambda: new_consumer(conf))
+
+
+#: What one read takes: each partition's records in offset order, the events (a partition's end
+#: reached, an error) as the consumer's messages, and how many records and events they are.
+Read = tuple[dict[PartitionKey, list[Record]], list["Message"], int]
+
+
+def take(consumer: Consumer, wait_s: float, room: int) -> Read:
+    """One read of ``consumer``: wait up to ``wait_s`` for its first record or event, then take what is
+    already there without waiting, at most ``room`` records and events. The transport's consumer hands
+    each partition's records together; librdkafka's messages are grouped here, each taken as the
+    record the sink writes."""
+    own = getattr(consumer, "take", None)
+    if own is not None:
+        return own(wait_s, room)
+    first = consumer.poll(wait_s)
+    if first is None:
+        return {}, [], 0
+    msgs = [first, *consumer.consume(room - 1, 0)] if room > 1 else [first]
+    runs: dict[PartitionKey, list[Record]] = {}
+    events = []
+    for m in msgs:
+        if m.error() is not None:
+            events.append(m)
+            continue
+        key: PartitionKey = (m.topic(), m.partition())  # type: ignore[assignment]
+        run = runs.get(key)
+        if run is None:
+            run = runs[key] = []
+        run.append((m.offset(), m.key(), m.value(), m.timestamp()[1], m.headers()))  # type: ignore[arg-type]
+    return runs, events, len(msgs)
 
 
 def cached_ends(consumer: Consumer, keys: Iterable[PartitionKey]) -> list[tuple[PartitionKey, int]]:

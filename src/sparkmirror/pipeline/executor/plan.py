@@ -17,6 +17,11 @@ from sparkmirror.pipeline.reports import Answer
 Tail = tuple[int, int, int]
 #: (source topic, partition).
 PartitionKey = tuple[str, int]
+#: A record's headers, as a consumer hands them and a producer takes them.
+Headers = list[tuple[str, str | bytes | None]]
+#: One source record, as a read hands it to the sink: (upstream offset, key, value, timestamp in ms
+#: (none: 0 or below), headers or None).
+Record = tuple[int, bytes | None, bytes | None, int, Headers | None]
 
 #: Source consumer settings the copy task owns: positions come from the target, never from a group.
 READER_SETTINGS = {

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sparkmirror.core.offsetmap import Segment, extend_tail, segments_from_offsets
 from sparkmirror.pipeline.exceptions import WriteError
-from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
+from sparkmirror.pipeline.executor.plan import Headers, PartitionKey, Record, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.waits import WARN_EVERY_S, brokers_text, partition_text, target_text
 
@@ -33,9 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Headers = list[tuple[str, str | bytes | None]]
-#: One source record: (upstream offset, key, value, timestamp in ms or 0 for none, headers).
-Record = tuple[int, bytes | None, bytes | None, int, Headers | None]
 
 # Kafka's record batch header is 61 bytes; a record adds a few varints and its attributes.
 # Over-estimating by a little only moves the edge case from the broker's refusal to ours, which is
@@ -328,13 +325,13 @@ class Sink:
             self.commit.open(new)
         return {key: w.floor for key, w in self.parts.items()}
 
-    def write(self, key: PartitionKey, msgs: Sequence[Message]) -> int:
-        """Hand one source partition's records (the source consumer's messages, in offset order) to its
-        producer; acks come later. Returns the key and value bytes handed over.
+    def write(self, key: PartitionKey, records: Sequence[Record]) -> int:
+        """Hand one source partition's records (as a read hands them, in offset order) to its producer;
+        acks come later. Returns the key and value bytes handed over.
 
-        The hot path: each record is taken from the consumer's message as the producer needs it (no
-        copy of it is built), and delivery reports are served every :data:`_POLL_EVERY` records of a
-        partition only: the task serves every producer once per read (:meth:`serve`)."""
+        The hot path: each record goes to the producer as it came (no copy of it is built), and delivery
+        reports are served every :data:`_POLL_EVERY` records of a partition only: the task serves every
+        producer once per read (:meth:`serve`)."""
         w = self.parts.get(key)
         if w is None:
             self.open([key])
@@ -356,8 +353,7 @@ class Sink:
         min_ts = w.min_ts
         ts_sum = w.ts_sum
         last = w.last_offset
-        for m in msgs:
-            offset: int = m.offset()  # type: ignore[assignment]
+        for offset, key_, value, ts, headers in records:
             if offset <= last:
                 continue  # handed over again
             if offset < floor:
@@ -368,12 +364,8 @@ class Sink:
                 w.first_offset = offset
                 w.read_at_ms = int(time.time() * 1000)
             last = offset
-            key_ = m.key()
-            value = m.value()
-            ts = m.timestamp()[1]
             if ts < 0:
                 ts = 0  # no timestamp: the producer stamps it
-            headers: Headers | None = m.headers()  # type: ignore[assignment] # a consumer's: a list
             n = (len(key_) if key_ is not None else 0) + (len(value) if value is not None else 0)
             written += n
             ts_sum += ts

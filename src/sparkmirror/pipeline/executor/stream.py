@@ -47,7 +47,7 @@ from sparkmirror.pipeline.executor.tasks import collector_paused, keep_zip_direc
 from sparkmirror.pipeline.reports import Answer, Position, Report, ReportClient
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, KafkaError, Message
+    from confluent_kafka import Consumer, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -345,36 +345,25 @@ class StreamTask:
             consumer.assign(todo)
 
     def _read(self, consumer: Consumer, sink: Sink, wait_s: float, room: int) -> tuple[int, int, int]:
-        """Hand what the consumer holds to the sink: wait up to ``wait_s`` for the first message, then
-        take what is already there (at most ``room`` messages) without waiting: a record never waits
-        for a batch to fill. Returns how many messages were taken, how many records of them were
-        handed to the sink, and their key and value bytes.
+        """Hand what the consumer holds to the sink: wait up to ``wait_s`` for the first record or event,
+        then take what is already there (at most ``room`` of them) without waiting: a record never waits
+        for a batch to fill. Returns how many records and events were taken, how many records of them
+        were handed to the sink, and their key and value bytes.
 
-        The messages are grouped by partition (the consumer hands each partition's records in offset
-        order) and each partition's run is checked as a whole: what it skips at its start (records
-        before the next offset to copy, fetched before a seek) and at its end (past the range's end)."""
-        first = consumer.poll(wait_s)
-        if first is None:
-            return 0, 0, 0
-        msgs = [first, *consumer.consume(min(_DRAIN, room - 1), 0)] if room > 1 else [first]
-        runs: dict[PartitionKey, list[Message]] = {}
+        A read comes grouped by partition, each partition's records in offset order (:func:`.clients.take`),
+        and each partition's run is checked as a whole: what it skips at its start (records before the
+        next offset to copy, fetched before a seek) and at its end (past the range's end)."""
+        runs, events, taken = clients.take(consumer, wait_s, min(_DRAIN, max(1, room)))
         ended: list[PartitionKey] = []
-        for m in msgs:
-            err = m.error()
+        for m in events:
             key: PartitionKey = (m.topic(), m.partition())  # type: ignore[assignment]
-            if err is not None:
-                self._touched.add(key)  # an end reached (--once: its position past markers too), an error
-                r = self.ranges.get(key)
-                self._error(err, key, r)
-                # The partition's end, at or past the range's (a paused partition's skipped records may
-                # have moved its fetch there: its end is taken once it is read again).
-                if r is not None and key not in self.paused and (m.offset() or 0) >= r.until:
-                    ended.append(key)
-                continue
-            run = runs.get(key)
-            if run is None:
-                run = runs[key] = []
-            run.append(m)
+            self._touched.add(key)  # an end reached (--once: its position past markers too), an error
+            r = self.ranges.get(key)
+            self._error(m.error(), key, r)  # type: ignore[arg-type]
+            # The partition's end, at or past the range's (a paused partition's skipped records may
+            # have moved its fetch there: its end is taken once it is read again).
+            if r is not None and key not in self.paused and (m.offset() or 0) >= r.until:
+                ended.append(key)
         self._touched.update(runs)
         nbytes = records = 0
         stale: list[PartitionKey] = []  # partitions read past the end last noted
@@ -383,14 +372,14 @@ class StreamTask:
             if r is None or key in self.done or key in self.paused:
                 continue  # a paused partition's records fetched before the pause: read again on resume
             nxt = self.next[key]
-            if run[0].offset() < nxt:  # type: ignore[operator]
-                run = [m for m in run if m.offset() >= nxt]  # type: ignore[operator]
-            if run and run[-1].offset() >= r.until - 1:  # type: ignore[operator]
+            if run[0][0] < nxt:
+                run = [rec for rec in run if rec[0] >= nxt]
+            if run and run[-1][0] >= r.until - 1:
                 ended.append(key)
-                run = [m for m in run if m.offset() < r.until]  # type: ignore[operator]
+                run = [rec for rec in run if rec[0] < r.until]
             if not run:
                 continue
-            nxt = self.next[key] = max(nxt, run[-1].offset() + 1)  # type: ignore[operator]
+            nxt = self.next[key] = max(nxt, run[-1][0] + 1)
             if nxt > self._ends.get(key, -1):
                 stale.append(key)
             records += len(run)
@@ -409,7 +398,7 @@ class StreamTask:
             self.done.update(fresh)
             if fresh:
                 consumer.incremental_unassign([TopicPartition(t, p) for t, p in fresh])
-        return len(msgs), records, nbytes
+        return taken, records, nbytes
 
     def _error(self, err: KafkaError, key: PartitionKey, r: SourceRange | None) -> None:
         """A consumer error: a partition's end is news (``--once``); a position the source no longer has,

@@ -1,5 +1,7 @@
 """A task's consumer and producer over the transport JVM, with the part of confluent-kafka's API the
-copy uses (``pipeline/executor/stream.py`` and ``sink.py`` call them as they call librdkafka's).
+copy uses (``pipeline/executor/stream.py`` and ``sink.py`` call them as they call librdkafka's), but
+for the consumer's reads: :meth:`TransportConsumer.take` hands each partition's records together, as
+``pipeline/executor/clients.py``'s ``take`` hands librdkafka's.
 
 Each object is one loopback connection to the executor's transport JVM and one Java client in it; its
 close (or its process's end) closes that client only. Errors come as confluent-kafka's ``KafkaError``
@@ -37,7 +39,11 @@ from sparkmirror.pipeline.transport import frames, launcher
 
 #: 'R' frames with records the JVM may send ahead of what the task took.
 _CREDITS = 2
-_RECV = 1 << 20
+#: Bytes asked of the socket at a time. Not more: ``recv`` makes a buffer of that size each call, and one
+#: of a megabyte cost about 35 µs a call (a fresh mapping), against 3 µs for 64 KiB (docs/performance.md).
+_RECV = 1 << 16
+#: Bytes of frames read before the buffer drops them.
+_KEEP = 1 << 20
 #: Bytes of records buffered in Python before they are sent without waiting for the next ``poll``.
 _SEND_AT = 1 << 20
 
@@ -61,6 +67,7 @@ class _Connection:
             port, token = launcher.address(directory, stale=stale)
             try:
                 self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                self.sock.settimeout(None)  # blocking: every wait for a frame is :meth:`next`'s, bounded there
                 self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._buf = bytearray()
                 self._pos = 0
@@ -90,7 +97,6 @@ class _Connection:
             if kind != "H":
                 self.close()
                 raise TransportError(KafkaError(frames.ERR_TRANSPORT, f"the transport answered {kind!r} to its hello"))
-            self.sock.settimeout(None)
             return
         raise TransportError(KafkaError(frames.ERR_TRANSPORT, f"cannot connect to the transport JVM: {last}"))
 
@@ -99,8 +105,11 @@ class _Connection:
             self.sock.sendall(data)
 
     def next(self, timeout: float, *, wait: bool = True) -> tuple[str, bytes] | None:
-        """The next frame, waiting up to ``timeout`` seconds for it (none: only what has arrived)."""
-        deadline = time.monotonic() + timeout
+        """The next frame, waiting up to ``timeout`` seconds for it (none: only what has arrived).
+
+        What has arrived is taken without a wait (``MSG_DONTWAIT``): one call, where a look first
+        (``select``) and a read made two; the look is made only when nothing has come."""
+        deadline = -1.0
         while True:
             buf = self._buf
             have = len(buf) - self._pos
@@ -110,18 +119,19 @@ class _Connection:
                     start = self._pos + 5
                     body = bytes(buf[start : start + n])
                     self._pos = start + n
-                    if self._pos > _RECV:
+                    if self._pos > _KEEP:
                         del buf[: self._pos]
                         self._pos = 0
                     return chr(kind), body
-            left = deadline - time.monotonic()
-            if not wait or left <= 0:
-                ready = select.select([self.sock], [], [], 0)[0]
-            else:
-                ready = select.select([self.sock], [], [], left)[0]
-            if not ready:
-                return None
-            data = self.sock.recv(_RECV)
+            try:
+                data = self.sock.recv(_RECV, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                if deadline < 0:
+                    deadline = time.monotonic() + timeout
+                left = deadline - time.monotonic()
+                if not wait or left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                    return None
+                continue
             if not data:
                 self.closed = True
                 raise TransportError(KafkaError(frames.ERR_TRANSPORT, "the transport JVM closed the connection"))
@@ -149,7 +159,8 @@ def _kafka_error(err: frames.Reply) -> KafkaError:
 
 
 class Message:
-    """A record read, or an event (``error()`` set): what the copy reads of confluent-kafka's ``Message``."""
+    """An event of the consumer (``error()`` set: an end reached, an error), or a delivery report's record:
+    what the copy reads of confluent-kafka's ``Message``."""
 
     __slots__ = ("_error", "_headers", "_key", "_offset", "_partition", "_timestamp", "_topic", "_value")
 
@@ -217,8 +228,15 @@ class _Partitions:
         return [self.ids[k] for k in keys]
 
 
+#: One entry of a consumer's queue: a partition's records (its id, records in offset order), or an event
+#: (an end reached, an error) as a :class:`Message`, in the order the JVM said them.
+_Entry = tuple[int, list[frames.Read]] | Message
+
+
 class TransportConsumer:
-    """A source consumer in the transport JVM (``assign`` and its kin are sent, never waited for)."""
+    """A source consumer in the transport JVM (``assign`` and its kin are sent, never waited for). Its
+    reads (:meth:`take`) hand each partition's records together, as tuples: the task's Python builds
+    no object and groups nothing a record (docs/performance.md)."""
 
     def __init__(self, settings: Mapping[str, str], *, partition_eof: bool = False) -> None:
         conf = dict(settings)
@@ -226,7 +244,7 @@ class TransportConsumer:
             conf["sparkmirror.transport.partition.eof"] = "true"
         self._conn = _Connection("C", conf)
         self._parts = _Partitions()
-        self._queue: collections.deque[Message] = collections.deque()
+        self._queue: collections.deque[_Entry] = collections.deque()
         self._positions: dict[int, int] = {}
         self._ends: dict[int, int] = {}
         #: Assign and seek frames sent, and for each partition moved the number of its last: the JVM's
@@ -258,9 +276,14 @@ class TransportConsumer:
         self._moved[pid] = self._moves
         self._positions[pid] = tp.offset
         key = (tp.topic, tp.partition)
-        if any((m.topic(), m.partition()) == key for m in self._queue):
-            self._queue = collections.deque(m for m in self._queue if (m.topic(), m.partition()) != key)
+        if any(self._of(e) == key for e in self._queue):
+            self._queue = collections.deque(e for e in self._queue if self._of(e) != key)
         self._conn.send(frames.offsets("K", [(pid, tp.offset)]))
+
+    def _of(self, entry: _Entry) -> tuple[str | None, int | None]:
+        if isinstance(entry, Message):
+            return entry.topic(), entry.partition()
+        return self._parts.keys[entry[0]]
 
     def incremental_unassign(self, tps: Sequence[TopicPartition]) -> None:
         self._conn.send(frames.ids("U", self._ids(tps)))
@@ -271,17 +294,39 @@ class TransportConsumer:
     def resume(self, tps: Sequence[TopicPartition]) -> None:
         self._conn.send(frames.ids("G", self._ids(tps)))
 
-    def poll(self, timeout: float = -1) -> Message | None:
-        if not self._queue:
-            self._pump(timeout if timeout >= 0 else 3600.0)
-        return self._queue.popleft() if self._queue else None
-
-    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
-        if not self._queue:
-            self._pump(timeout if timeout >= 0 else 3600.0)
+    def take(self, timeout: float, room: int) -> tuple[dict[tuple[str, int], list[frames.Read]], list[Message], int]:
+        """What the JVM sent, waiting up to ``timeout`` for a record or an event if none has come: each
+        partition's records in offset order, the events (ends reached, errors), and how many records
+        and events they are, at most ``room`` (the rest is the next read's, in order)."""
         q = self._queue
-        n = min(num_messages, len(q))
-        return [q.popleft() for _ in range(n)]
+        if not q:
+            self._pump(timeout)
+        runs: dict[tuple[str, int], list[frames.Read]] = {}
+        events: list[Message] = []
+        keys = self._parts.keys
+        taken = 0
+        while q and taken < room:
+            entry = q[0]
+            if isinstance(entry, Message):
+                q.popleft()
+                events.append(entry)
+                taken += 1
+                continue
+            pid, records = entry
+            left = room - taken
+            if len(records) > left:
+                q[0] = (pid, records[left:])
+                records = records[:left]
+            else:
+                q.popleft()
+            key = keys[pid]
+            run = runs.get(key)
+            if run is None:
+                runs[key] = records
+            else:
+                run.extend(records)
+            taken += len(records)
+        return runs, events, taken
 
     def _pump(self, timeout: float) -> None:
         """Take what the JVM sent, waiting up to ``timeout`` for a record or an event."""
@@ -301,7 +346,7 @@ class TransportConsumer:
                 raise TransportError(KafkaError(frames.ERR_TRANSPORT, f"unexpected frame {kind!r} from the transport"))
 
     def _records(self, body: bytes) -> None:
-        moves, read, positions, ends = frames.records(body)
+        moves, runs, positions, ends = frames.records(body)
         keys = self._parts.keys
         q = self._queue
         moved = self._moved
@@ -312,12 +357,11 @@ class TransportConsumer:
                 del moved[pid]
         else:
             stale = set()
-        for pid, offset, ts, key, value, headers in read:
+        for pid, records in runs:
             if stale and pid in stale:
                 continue
-            topic, partition = keys[pid]
-            q.append(Message(topic, partition, offset, ts, key, value, headers))
-        if read:
+            q.append((pid, records))
+        if runs:
             self._conn.send(frames.credits(1))
         for pid, position, end in positions:
             if stale and pid in stale:

@@ -33,8 +33,9 @@ FRAMES: dict[tuple[str, str, str], str] = {
     ("N", "consumer", "to java"): "credits:int  (may send that many more 'R' frames with records)",
     ("R", "consumer", "to python"): (
         "moves:int  (the assign and seek frames run so far) "
-        "n x {id:int offset:long tstype:byte timestamp:long key:bytes value:bytes m x {key:str value:bytes}} "
-        "n x {id:int position:long end:long} n x {id:int offset:long}  (records; positions; ends reached)"
+        "n x {id:int m x {offset:long timestamp:long key:bytes value:bytes h x {key:str value:bytes}}} "
+        "n x {id:int position:long end:long} n x {id:int offset:long}  "
+        "(each partition's records, in offset order; positions; ends reached)"
     ),
     ("T", "producer", "to java"): "n x {id:int topic:str partition:int}",
     ("P", "producer", "to java"): (
@@ -151,52 +152,64 @@ def credits(n: int) -> bytes:
     return frame("N", INT.pack(n))
 
 
-_RECORD_HEAD = struct.Struct(">iqbqi")
+_RECORD_HEAD = struct.Struct(">qqi")
+_RUN_HEAD = struct.Struct(">ii")
 _POSITION = struct.Struct(">iqq")
 
-#: A record read: (id, offset, (timestamp type, timestamp), key, value, headers or None).
-Read = tuple[int, int, tuple[int, int], bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]
+#: A record read: (offset, key, value, timestamp in ms or -1 for none, headers or None), as the sink
+#: takes it (:data:`~sparkmirror.pipeline.executor.sink.Record`).
+Read = tuple[int, bytes | None, bytes | None, int, list[tuple[str, bytes | None]] | None]
 
 
-def records(body: bytes) -> tuple[int, list[Read], list[tuple[int, int, int]], list[tuple[int, int]]]:
-    """An 'R' frame: the assign and seek frames the JVM had run when it sent it, its records, the
-    positions and ends it says (id, position, end), and the ends reached (id, offset)."""
+def records(
+    body: bytes,
+) -> tuple[int, list[tuple[int, list[Read]]], list[tuple[int, int, int]], list[tuple[int, int]]]:
+    """An 'R' frame: the assign and seek frames the JVM had run when it sent it, each partition's records
+    (id, records in offset order), the positions and ends it says (id, position, end), and the ends
+    reached (id, offset). The hot path of a task reading through the transport: a partition's records
+    come together, so nothing is grouped again, and each is a tuple, not an object."""
     unpack_head = _RECORD_HEAD.unpack_from
     unpack_int = INT.unpack_from
-    out: list[Read] = []
-    moves, n = struct.unpack_from(">ii", body, 0)
+    runs: list[tuple[int, list[Read]]] = []
+    moves, n = _RUN_HEAD.unpack_from(body, 0)
     pos = 8
     for _ in range(n):
-        pid, offset, tstype, ts, klen = unpack_head(body, pos)
-        pos += 25
-        if klen < 0:
-            key = None
-        else:
-            key = body[pos : pos + klen]
-            pos += klen
-        vlen = unpack_int(body, pos)[0]
-        pos += 4
-        if vlen < 0:
-            value = None
-        else:
-            value = body[pos : pos + vlen]
-            pos += vlen
-        count = unpack_int(body, pos)[0]
-        pos += 4
-        headers: list[tuple[str, bytes | None]] | None = None
-        if count:
-            headers = []
-            for _h in range(count):
-                hk, pos = take_str(body, pos)
-                hv, pos = take_bytes(body, pos)
-                headers.append((hk, hv))
-        out.append((pid, offset, (tstype, ts), key, value, headers))
+        pid, count = _RUN_HEAD.unpack_from(body, pos)
+        pos += 8
+        run: list[Read] = []
+        append = run.append
+        for _r in range(count):
+            offset, ts, klen = unpack_head(body, pos)
+            pos += 20
+            if klen < 0:
+                key = None
+            else:
+                key = body[pos : pos + klen]
+                pos += klen
+            vlen = unpack_int(body, pos)[0]
+            pos += 4
+            if vlen < 0:
+                value = None
+            else:
+                value = body[pos : pos + vlen]
+                pos += vlen
+            hcount = unpack_int(body, pos)[0]
+            pos += 4
+            headers: list[tuple[str, bytes | None]] | None = None
+            if hcount:
+                headers = []
+                for _h in range(hcount):
+                    hk, pos = take_str(body, pos)
+                    hv, pos = take_bytes(body, pos)
+                    headers.append((hk, hv))
+            append((offset, key, value, ts, headers))
+        runs.append((pid, run))
     positions: list[tuple[int, int, int]] = []
     for _ in range(unpack_int(body, pos)[0]):
         positions.append(_POSITION.unpack_from(body, pos + 4 + len(positions) * 20))
     pos += 4 + 20 * len(positions)
     ends = [_ID_OFFSET.unpack_from(body, pos + 4 + 12 * i) for i in range(unpack_int(body, pos)[0])]
-    return moves, out, positions, ends
+    return moves, runs, positions, ends
 
 
 _SEND_HEAD = struct.Struct(">iqi")

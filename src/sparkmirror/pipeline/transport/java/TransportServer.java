@@ -509,7 +509,7 @@ public final class TransportServer {
         }
 
         /**
-         * An 'R' frame: the assign and seek frames run so far; the poll's records; then the position and end of the partitions that had
+         * An 'R' frame: the assign and seek frames run so far; the poll's records, partition by partition; then the position and end of the partitions that had
          * records (of every assigned partition on a sweep) where they changed since last said; then
          * the ends reached (partition EOF, when asked for), once per position.
          */
@@ -517,22 +517,26 @@ public final class TransportServer {
             ByteArrayOutputStream buf = new ByteArrayOutputStream(records.isEmpty() ? 256 : 1 << 16);
             DataOutputStream o = new DataOutputStream(buf);
             o.writeInt(moves);
-            o.writeInt(records.count());
-            for (ConsumerRecord<byte[], byte[]> r : records) {
-                o.writeInt(ids.get(new TopicPartition(r.topic(), r.partition())));
-                o.writeLong(r.offset());
-                o.writeByte(r.timestampType().id + 1);  // librdkafka's: 0 none, 1 create, 2 log append
-                o.writeLong(r.timestamp());
-                Frames.bytes(o, r.key());
-                Frames.bytes(o, r.value());
-                Header[] headers = r.headers().toArray();
-                o.writeInt(headers.length);
-                for (Header h : headers) {
-                    Frames.string(o, h.key());
-                    Frames.bytes(o, h.value());
+            Set<TopicPartition> read = records.partitions();
+            o.writeInt(read.size());
+            for (TopicPartition tp : read) {  // each partition's records together: Python groups nothing
+                List<ConsumerRecord<byte[], byte[]>> run = records.records(tp);
+                o.writeInt(ids.get(tp));
+                o.writeInt(run.size());
+                for (ConsumerRecord<byte[], byte[]> r : run) {
+                    o.writeLong(r.offset());
+                    o.writeLong(r.timestamp());
+                    Frames.bytes(o, r.key());
+                    Frames.bytes(o, r.value());
+                    Header[] headers = r.headers().toArray();
+                    o.writeInt(headers.length);
+                    for (Header h : headers) {
+                        Frames.string(o, h.key());
+                        Frames.bytes(o, h.value());
+                    }
                 }
             }
-            Set<TopicPartition> look = sweep ? consumer.assignment() : records.partitions();
+            Set<TopicPartition> look = sweep ? consumer.assignment() : read;
             ByteArrayOutputStream posBuf = new ByteArrayOutputStream();
             DataOutputStream p = new DataOutputStream(posBuf);
             ByteArrayOutputStream eofBuf = new ByteArrayOutputStream();

@@ -181,6 +181,7 @@ def records(
         for _r in range(count):
             offset, ts, klen = unpack_head(body, pos)
             pos += 20
+            # The key and the value are take_bytes inlined: a call a field would cost more than the rest.
             if klen < 0:
                 key = None
             else:

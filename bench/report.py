@@ -146,10 +146,11 @@ def commit_tradeoff(result: dict[str, Any], json_path: Path) -> list[str]:
     """The commit interval's trade-off: this result's row and every ``*-streaming-commit-T-ms.json`` run."""
     systems = ("sparkmirror_at_least_once", "sparkmirror_exactly_once")
     results = [(result, json_path)]
-    for path in sorted(RESULTS.glob("*-streaming-commit-*-ms.json")):
+    for path in sorted(RESULTS.glob("*-streaming-commit-*-ms.json"), reverse=True):
         if COMMIT_RESULT.fullmatch(path.name) is not None:
             results.append((json.loads(path.read_text()), path))
-    # Each (interval, mode) once, this result's first: unset, the interval is each mode's own default.
+    # Each (interval, mode) once: this result's, else the newest run's. Unset, the interval is each mode's
+    # own default.
     runs: dict[tuple[int, str], tuple[dict[str, Any], Path]] = {}
     for r, path in results:
         for system in systems:

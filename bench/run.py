@@ -20,7 +20,10 @@ each run and each system (``limit``, ``mm2``, ``sparkmirror_at_least_once``,
    latency = append time on B - the record's timestamp on A.
 
 Results: ``bench/results/<date>.json``; the report (BENCHMARKS.md and a chart)
-is generated from it. Numbers come from these runs only.
+is generated from it. A run that sets the commit interval
+(``--sparkmirror-prop sparkmirror.commit.interval.ms=T``) is a row of the report's
+trade-off instead: ``bench/results/<date>-streaming-commit-<T>-ms.json``, and the
+report is generated again from the newest full result. Numbers come from these runs only.
 
     .venv/bin/python bench/run.py [--records N] [--partitions P] [--size BYTES] [--rate R]
                                   [--latency-seconds S] [--runs K] [--systems limit,mm2,...]
@@ -232,6 +235,16 @@ def _props(items: tuple[str, ...]) -> dict[str, str]:
             raise SystemExit(f"expected KEY=VALUE, got {item!r}")
         out[key.strip()] = value.strip()
     return out
+
+
+def result_path(props: tuple[str, ...], day: str) -> Path:
+    """Where a run's result goes: ``<day>.json``, or for a run that sets the commit interval a row of
+    the report's trade-off (bench/report.py reads every ``<day>-streaming-commit-<T>-ms.json`` beside
+    the newest full result), so such a run neither replaces nor stands for the day's full result."""
+    interval = _props(props).get("sparkmirror.commit.interval.ms")
+    if interval is not None:
+        return RESULTS / f"{day}-streaming-commit-{int(interval)}-ms.json"
+    return RESULTS / f"{day}.json"
 
 
 # -- process trees --------------------------------------------------------------
@@ -712,7 +725,7 @@ def main(argv: list[str] | None = None) -> Path:
         }
         result["targets"] = report.check_targets(result)
         RESULTS.mkdir(exist_ok=True)
-        path = RESULTS / f"{dt.date.today().isoformat()}.json"
+        path = result_path(s.sparkmirror_props, dt.date.today().isoformat())
         path.write_text(json.dumps(result, indent=2) + "\n")
         log.info("wrote %s (%.0fs in all)", path, time.monotonic() - started)
         return path
@@ -744,5 +757,10 @@ def one_line(r: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     path = main()
-    if "spark-cluster" not in path.name:  # a run on a Spark cluster is kept apart from the report
+    if report.COMMIT_RESULT.fullmatch(path.name):  # a row of the trade-off: the report of the newest full result
+        try:
+            report.main([])
+        except SystemExit as exc:
+            print(f"{path.name} is read by the report of a full result: {exc}")
+    elif "spark-cluster" not in path.name:  # a run on a Spark cluster is kept apart from the report
         report.main([str(path)])

@@ -40,7 +40,7 @@ from sparkmirror.pipeline.transport import frames, launcher
 #: 'R' frames with records the JVM may send ahead of what the task took.
 _CREDITS = 2
 #: Bytes asked of the socket at a time. Not more: ``recv`` makes a buffer of that size each call, and one
-#: of a megabyte cost about 35 µs a call (a fresh mapping), against 3 µs for 64 KiB (docs/performance.md).
+#: of a megabyte cost about 20 µs a call, against 4 µs for 64 KiB (``bench/read_path.py --socket``).
 _RECV = 1 << 16
 #: Bytes of frames read before the buffer drops them.
 _KEEP = 1 << 20
@@ -297,10 +297,11 @@ class TransportConsumer:
     def take(self, timeout: float, room: int) -> tuple[dict[tuple[str, int], list[frames.Read]], list[Message], int]:
         """What the JVM sent, waiting up to ``timeout`` for a record or an event if none has come: each
         partition's records in offset order, the events (ends reached, errors), and how many records
-        and events they are, at most ``room`` (the rest is the next read's, in order)."""
+        and events they are, at most ``room`` (the rest is the next read's, in order). A negative
+        ``timeout`` waits as librdkafka's ``poll(-1)`` does (an hour here)."""
         q = self._queue
         if not q:
-            self._pump(timeout)
+            self._pump(timeout if timeout >= 0 else 3600.0)
         runs: dict[tuple[str, int], list[frames.Read]] = {}
         events: list[Message] = []
         keys = self._parts.keys

@@ -163,10 +163,10 @@ def source_consumer(plan: WritePlan, *, partition_eof: bool) -> Consumer:
 
 #: What one read takes: each partition's records in offset order, the events (a partition's end
 #: reached, an error) as the consumer's messages, and how many records and events they are.
-Read = tuple[dict[PartitionKey, list[Record]], list["Message"], int]
+Taken = tuple[dict[PartitionKey, list[Record]], list["Message"], int]
 
 
-def take(consumer: Consumer, wait_s: float, room: int) -> Read:
+def take(consumer: Consumer, wait_s: float, room: int) -> Taken:
     """One read of ``consumer``: wait up to ``wait_s`` for its first record or event, then take what is
     already there without waiting, at most ``room`` records and events. The transport's consumer hands
     each partition's records together; librdkafka's messages are grouped here, each taken as the

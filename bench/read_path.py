@@ -66,7 +66,7 @@ def read_path(per_read: int, reads: int) -> None:
         def send(self, data: bytes) -> None:
             pass
 
-        def next(self, _timeout: float, *, wait: bool = True) -> tuple[str, bytes] | None:
+        def next(self, _timeout: float) -> tuple[str, bytes] | None:
             return self.incoming.pop() if self.incoming else None
 
         def close(self) -> None:

@@ -42,7 +42,7 @@ class _Conn:
     def send(self, data: bytes) -> None:
         self.sent.append(bytes(data))
 
-    def next(self, _timeout: float, *, wait: bool = True) -> tuple[str, bytes] | None:
+    def next(self, _timeout: float) -> tuple[str, bytes] | None:
         return self.incoming.pop(0) if self.incoming else None
 
     def close(self) -> None:

@@ -77,7 +77,7 @@ class _Connection:
                 # The JVM proves it holds the port file's token before the settings (credentials) go out.
                 nonce = os.urandom(16)
                 self.sock.sendall(frames.challenge(nonce))
-                kind, body = self.next(30.0, wait=True) or ("", b"")
+                kind, body = self.next(30.0) or ("", b"")
                 answer = frames.take_bytes(body, 0)[0] if kind == "C" else None
                 if answer is None or not hmac.compare_digest(answer, frames.proof(token, nonce)):
                     self.close()
@@ -85,7 +85,7 @@ class _Connection:
                         KafkaError(frames.ERR_TRANSPORT, f"the process on port {port} is not the transport JVM")
                     )
                 self.sock.sendall(frames.hello(token, role, dict(settings)))
-                kind, body = self.next(30.0, wait=True) or ("", b"")
+                kind, body = self.next(30.0) or ("", b"")
             except (OSError, TransportError) as exc:
                 # The JVM was exiting (or is gone, its port taken by another): start another.
                 self.close()
@@ -104,8 +104,8 @@ class _Connection:
         with self.send_lock:
             self.sock.sendall(data)
 
-    def next(self, timeout: float, *, wait: bool = True) -> tuple[str, bytes] | None:
-        """The next frame, waiting up to ``timeout`` seconds for it (none: only what has arrived).
+    def next(self, timeout: float) -> tuple[str, bytes] | None:
+        """The next frame, waiting up to ``timeout`` seconds for it (0: only what has arrived).
 
         What has arrived is taken without a wait (``MSG_DONTWAIT``): one call, where a look first
         (``select``) and a read made two; the look is made only when nothing has come."""
@@ -129,7 +129,7 @@ class _Connection:
                 if deadline < 0:
                     deadline = time.monotonic() + timeout
                 left = deadline - time.monotonic()
-                if not wait or left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                if left <= 0 or not select.select([self.sock], [], [], left)[0]:
                     return None
                 continue
             if not data:

@@ -298,14 +298,29 @@ def _librdkafka_threads(pids: Iterable[int]) -> int:
     return n
 
 
-def test_idle_producers_are_closed_and_made_again_at_the_next_record(bootstraps, spark, tmp_path: Path) -> None:
-    """At least once, a producer whose partitions had no record for ``sparkmirror.producer.idle.close.ms`` is
-    closed (its librdkafka threads end), all but the first; their next records go through new producers,
-    each partition's in order, once each, the offset map and the progress continuing."""
+def _failed_tasks(spark) -> int:
+    """Failed task attempts of the stages running now (a running flow's copy job), as Spark counts them."""
+    tracker = spark.sparkContext.statusTracker()
+    stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+    assert stages, "no stage is running"
+    return sum(s.numFailedTasks for s in stages if s is not None)
+
+
+@pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
+def test_idle_producers_are_closed_and_made_again_at_the_next_record(
+    bootstraps, spark, tmp_path: Path, mode: str
+) -> None:
+    """A producer whose partitions had no record for ``sparkmirror.producer.idle.close.ms`` is closed (its
+    librdkafka threads end), at least once all but the first, exactly once a transaction group's with no
+    transaction open; their next records go through new producers (exactly once: fencing the id again and
+    finding the group's progress as the task committed it), each partition's in order, once each, the
+    offset map and the progress continuing."""
     topic = unique("restprod")
     create_topics(bootstraps["A"], {topic: 4})
-    extra = PRODUCER_PER_PARTITION + "sparkmirror.producer.idle.close.ms = 2000\n"
-    cfg = _config(bootstraps, tmp_path, topic, extra)
+    exactly_once = mode == "exactly-once"
+    # Exactly once, one transactional id (and producer) per partition: each rests.
+    layout = EXACTLY_ONCE + "sparkmirror.exactly.once.transactions = 0\n" if exactly_once else PRODUCER_PER_PARTITION
+    cfg = _config(bootstraps, tmp_path, topic, layout + "sparkmirror.producer.idle.close.ms = 2000\n")
     sent: dict[int, list[Rec]] = {p: [] for p in range(4)}
     # The workers' librdkafka threads, sampled all along: a producer's live at least 2 s after its records.
     samples: list[int] = []
@@ -326,13 +341,16 @@ def test_idle_producers_are_closed_and_made_again_at_the_next_record(bootstraps,
                 highs.append(max(samples[first:]))
                 time.sleep(5)  # idle: the producers rest
                 lows.append(samples[-1])
+            # No task failed on the way (exactly once, a group's progress found moved would fail one).
+            assert _failed_tasks(spark) == 0
     finally:
         sampling.set()
         sampler.join()
-    # Two tasks (local[2]) of two partitions, each writing with two producers: the second of each rests
-    # when idle and is made again by the next round (a producer has 3 threads or more).
+    # Two tasks (local[2]) of two partitions, each writing with two producers: at least once the second of
+    # each rests when idle, exactly once both; each is made again by the next round (a producer has 3
+    # threads or more).
     assert all(high - low >= 6 for high, low in zip(highs, lows, strict=True)), (highs, lows)
-    _check_copied(bootstraps, cfg, topic, sent)
+    _check_copied(bootstraps, cfg, topic, sent, exactly_once=exactly_once)
 
 
 def test_an_idle_streaming_flow_does_not_spin(bootstraps, spark, tmp_path: Path) -> None:

@@ -392,12 +392,91 @@ def test_at_least_once_idle_producers_rest_and_their_next_record_makes_them_agai
     assert sink.rest_idle(60.0) == 2  # the new one rests too, once idle: it is served and looked at
 
 
-def test_a_transactional_producer_never_rests(producers: dict[str, list[Any]]) -> None:
-    plan = _plan(0)
+class _ProgressOnTarget(FakeConsumer):
+    """The progress group on the target: what each transaction committed (``committed`` reads it back)."""
+
+    def __init__(self) -> None:
+        self.progress: dict[tuple[str, int], int] = {}
+        self.reads = 0
+
+    def committed(self, tps: list[Any], timeout: float) -> list[Any]:
+        self.reads += 1
+        for tp in tps:
+            tp.offset = self.progress.get((tp.topic, tp.partition), -1001)
+        return tps
+
+
+@pytest.fixture
+def target(producers: dict[str, list[FakeProducer]], monkeypatch: pytest.MonkeyPatch) -> _ProgressOnTarget:
+    """Transactional producers whose commits reach the progress group the task reads."""
+    progress = _ProgressOnTarget()
+    monkeypatch.setattr(clients, "progress_consumer", lambda plan: progress)
+
+    def offsets(self: FakeProducer, positions: list[Any], _md: Any, _timeout: float) -> None:
+        self.calls.append(("offsets", sorted((tp.topic, tp.partition, tp.offset) for tp in positions)))
+        self.pending = {(tp.topic, tp.partition): tp.offset for tp in positions}
+
+    def commit_transaction(self: FakeProducer, _timeout: float) -> None:
+        self.calls.append(("commit",))
+        progress.progress.update(self.pending)
+
+    monkeypatch.setattr(FakeProducer, "send_offsets_to_transaction", offsets)
+    monkeypatch.setattr(FakeProducer, "commit_transaction", commit_transaction)
+    return progress
+
+
+def _closed(producer: FakeProducer) -> bool:
+    deadline = time.monotonic() + 5  # closed in a thread of its own
+    while not producer.closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return producer.closed
+
+
+def test_an_idle_transaction_groups_producer_rests_and_its_next_record_fences_and_checks_the_progress(
+    producers: dict[str, list[FakeProducer]], target: _ProgressOnTarget
+) -> None:
+    """Exactly once, between intervals, an idle group's producer is closed (16 of them were most of an idle
+    flow's extra CPU); the group's next record makes it again (``init_transactions``: it fences whoever
+    holds the id), reads the group's progress on the target, finds what the task committed, and carries
+    on in a new transaction. A group holding a record, or with a transaction open, does not rest."""
+    plan = _plan(2)
+    partitions = [("t", p) for p in range(4)]
+    sink = _write(plan, partitions)
+    assert sink.rest_idle(0.0) == 0  # written since the last seal: a transaction is open
+    _finish(sink)
+    (a,), (b,) = (producers[tid] for tid in sorted(producers))
+    b.held = 1
+    assert sink.rest_idle(0.0) == 1  # the group holding a record keeps its producer
+    assert _closed(a) and not b.closed
+    mine = [k for k in partitions if plan.transactional_id(*k) == a.tid]
+    assert all(sink.parts[k].producer is None for k in mine)
+    reads = target.reads
+    sink.write(mine[0], records(*mine[0], range(13, 15)))
+    again = producers[a.tid][-1]
+    assert again is not a and target.reads == reads + 1  # made again, then the group's progress read
+    results = _finish(sink)
+    assert [(r.partition, r.records) for r in results] == [(mine[0][1], 2)]
+    assert [c[0] for c in again.calls] == ["begin", "segment", "offsets", "commit"]
+    assert target.progress[("A.t", mine[0][1])] == 15
+    b.held = 0
+    assert sink.rest_idle(0.0) == 2
+
+
+def test_a_rested_group_whose_progress_moved_meanwhile_fails_the_task_before_it_writes(
+    producers: dict[str, list[FakeProducer]], target: _ProgressOnTarget
+) -> None:
+    """Another attempt committed the group while this task's producer rested: this task's floors are stale,
+    so the producer made again (which fenced that attempt) writes nothing and the task fails, to be retried
+    from the progress on the target."""
+    plan = _plan(1)
     sink = _write(plan, [("t", 0), ("t", 1)])
     _finish(sink)
-    assert sink.rest_idle(0.0) == 0
-    assert all(not p.closed for ps in producers.values() for p in ps)
+    assert sink.rest_idle(0.0) == 1
+    target.progress[("A.t", 1)] = 20  # another attempt's commit
+    with pytest.raises(WriteError, match=r"A.t\[1\]: its progress on the target is 20, this task last knew 13"):
+        sink.write(("t", 0), records("t", 0, range(13, 15)))
+    again = producers[plan.transactional_id("t", 0)][-1]
+    assert again.calls == [] and not again.ends
 
 
 class _CommittingConsumer(FakeConsumer):

@@ -122,10 +122,7 @@ class AtLeastOnce:
         if slot is None:
             return False
         self.producers[slot] = None
-        clients.forget(producer)
-        # Closed in a thread of its own, not waited for: librdkafka's close can wait on a lost broker for
-        # ever (a thread left behind then), and a task may rest 31 producers in one turn.
-        close_within(producer.close, 0.0, f"idle producer of {self.plan.flow}")
+        _close_idle(self.plan, producer)
         return True
 
     def begin(self, w: PartitionWrite) -> None:
@@ -249,6 +246,14 @@ class Transactional:
         self.producers: dict[str, Producer] = {}
         #: Transactional id -> its producer, while the id's transaction is open.
         self.open_tx: dict[str, Producer] = {}
+        #: Each transactional id's partitions in this task, as (remote topic, partition).
+        self._members: dict[str, list[tuple[str, int]]] = {}
+        #: The progress this task knows on the target of each (remote topic, partition): read when it
+        #: opened the partition, then each of its commits'. A producer made again after it rested finds
+        #: the target's the same, or another attempt wrote the group meanwhile (:meth:`_still_ours`).
+        self._progress: dict[tuple[str, int], int] = {}
+        #: Ids whose producer rested (:meth:`rest`): the next record of their partitions makes it again.
+        self._rested: set[str] = set()
 
     def producer_for(self, partition: PartitionKey) -> Producer:
         tid = self.plan.transactional_id(*partition)
@@ -257,13 +262,36 @@ class Transactional:
             # Once per task and id: the group's other partitions share it (asking the cache again
             # would replace a producer another worker fenced a second time, fencing this one).
             producer = self.producers[tid] = clients.transactional_producer(self.plan, partition)
+            if tid in self._rested:
+                self._rested.discard(tid)
+                self._still_ours(tid)
         return producer
 
     def open(self, parts: Sequence[PartitionWrite]) -> None:
         """After ``init_transactions`` (fencing earlier writers): every partition's progress in one request."""
         progress = committed_progress(self.plan, [(w.remote, w.partition) for w in parts])
         for w in parts:
-            w.floor = progress[(w.remote, w.partition)]
+            where = (w.remote, w.partition)
+            w.floor = self._progress[where] = progress[where]
+            self._members.setdefault(self.plan.transactional_id(w.topic, w.partition), []).append(where)
+
+    def _still_ours(self, tid: str) -> None:
+        """Right after a rested id's producer was made again (its ``init_transactions`` fenced whoever
+        held the id since): the progress on the target of the id's partitions must be what this task last
+        committed or read. Anything else is another attempt's commit while this producer rested: this
+        task's floors are stale, so it fails before it writes, and its retry starts from the target."""
+        members = self._members.get(tid, [])
+        now = committed_progress(self.plan, members)
+        moved = [(t, p) for t, p in members if now[(t, p)] != self._progress[(t, p)]]
+        if moved:
+            t, p = moved[0]
+            raise WriteError(
+                f"flow={self.plan.flow} {t}[{p}]: its progress on the target is {now[(t, p)]}, this task "
+                f"last knew {self._progress[(t, p)]} ({len(moved)} of the {len(members)} partitions of {tid} "
+                "moved): another attempt wrote them while this task's producer of the group rested; the "
+                "task is retried from the progress on the target",
+                terminal=False,
+            )
 
     def begin(self, w: PartitionWrite) -> None:
         tid = self.plan.transactional_id(w.topic, w.partition)
@@ -395,12 +423,21 @@ class Transactional:
                 ),
                 terminal=False,
             ) from None
+        for w in parts:
+            self._progress[(w.remote, w.partition)] = w.last_offset + 1
 
     def rest(self, producer: Producer) -> bool:
-        """A transactional producer never rests: made again, its ``init_transactions`` would fence whichever
-        attempt holds its id by then, and this task's floors would be stale (an idle flow exactly once
-        keeps one producer per transaction group, 16 at 1,000 partitions on this host's default)."""
-        return False
+        """Close an idle group's producer (no transaction open, nothing held): an idle flow exactly once
+        has one per transaction group, 16 at 1,000 partitions on this host's default. Made again at the
+        group's next record, its ``init_transactions`` fences whichever attempt holds the id by then, so
+        this task then checks that nobody committed the group's progress meanwhile (:meth:`_still_ours`)."""
+        tid = next((t for t, p in self.producers.items() if p is producer), None)
+        if tid is None or tid in self.open_tx or len(producer):
+            return False
+        del self.producers[tid]
+        self._rested.add(tid)
+        _close_idle(self.plan, producer)
+        return True
 
     def release(self) -> None:
         """Nothing open (the streaming task's end): forget the task's producers; closed when unreferenced."""
@@ -428,6 +465,14 @@ class Transactional:
             clients.forget(producer)
         for w in parts:
             clients.forget(w.producer)
+
+
+def _close_idle(plan: WritePlan, producer: Producer) -> None:
+    """An idle producer leaves the worker's cache and is closed in a thread of its own, not waited for:
+    librdkafka's close can wait on a lost broker for ever (a thread left behind then), and a task may
+    rest 31 producers in one turn."""
+    clients.forget(producer)
+    close_within(producer.close, 0.0, f"idle producer of {plan.flow}")
 
 
 def _ranges(parts: Sequence[PartitionWrite], most: int = 5) -> str:

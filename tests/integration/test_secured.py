@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from confluent_kafka import KafkaException
 
 from kafka_helpers import run_cli, sparkmirror_cmd, unique
@@ -150,13 +151,20 @@ def test_cli_mirrors_translates_and_plans_failover_without_showing_a_secret(secu
     )
 
 
-def test_exactly_once_and_checkpoints_and_client_api_over_scram(secured: Secured, tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["librdkafka", "java"])
+def test_exactly_once_and_checkpoints_and_client_api_over_scram(
+    secured: Secured, tmp_path: Path, transport: str
+) -> None:
+    """The copy tasks' clients (librdkafka's, or Kafka's Java clients in the transport JVM, which take the
+    cluster's settings as written: SCRAM and a JKS trust store from A, PLAIN and a PKCS12 one to B) write
+    in transactions over SASL_SSL; checkpoints and the client API read them back."""
     topic, group = unique("sec-eos"), unique("sec-eos-app")
     secured.create_topics("A", {topic: 1})
     values = [f"e{i}".encode() for i in range(25)]
     secured.produce("A", topic, values)
     commit_offsets(secured.conf("A"), group, {(topic, 0): 17})
-    cfg = _config(secured, tmp_path / "mm2.properties", f"A->B.topics = {topic}\nsparkmirror.exactly.once = true\n")
+    extra = f"A->B.topics = {topic}\nsparkmirror.exactly.once = true\nsparkmirror.transport = {transport}\n"
+    cfg = _config(secured, tmp_path / "mm2.properties", extra)
     # --once: the records in transactions, then the checkpoints as of the end of the run.
     Mirror(load_config(cfg), once=True).run()
     m = secured.material

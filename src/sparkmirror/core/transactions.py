@@ -115,6 +115,13 @@ def format_layouts(layouts: Iterable[int]) -> str:
     return f"{_RECORD_VERSION} " + ",".join(str(g) for g in sorted(set(layouts)))
 
 
+def layout_names(layouts: set[int] | None) -> str:
+    """Layouts as a log line says them: ``one per partition, 16 groups`` (``none``: no record)."""
+    if layouts is None:
+        return "none"
+    return ", ".join("one per partition" if g == PER_PARTITION else f"{g} groups" for g in sorted(layouts))
+
+
 def parse_layouts(text: str | None) -> set[int] | None:
     """The layouts of a record; ``None`` for no record or one this version cannot read (unknown layouts)."""
     if not text:

@@ -393,14 +393,17 @@ def test_at_least_once_idle_producers_rest_and_their_next_record_makes_them_agai
 
 
 class _ProgressOnTarget(FakeConsumer):
-    """The progress group on the target: what each transaction committed (``committed`` reads it back)."""
+    """The target as a woken group's producer looks at it: the progress group (what each transaction
+    committed, read back by ``committed``) and the exactly-once layout on record (``None``: the plan's);
+    ``events`` says in which order producers were made and the two were read."""
 
     def __init__(self) -> None:
         self.progress: dict[tuple[str, int], int] = {}
-        self.reads = 0
+        self.layouts: set[int] | None = None
+        self.events: list[str] = []
 
     def committed(self, tps: list[Any], timeout: float) -> list[Any]:
-        self.reads += 1
+        self.events.append("progress")
         for tp in tps:
             tp.offset = self.progress.get((tp.topic, tp.partition), -1001)
         return tps
@@ -411,6 +414,18 @@ def target(producers: dict[str, list[FakeProducer]], monkeypatch: pytest.MonkeyP
     """Transactional producers whose commits reach the progress group the task reads."""
     progress = _ProgressOnTarget()
     monkeypatch.setattr(clients, "progress_consumer", lambda plan: progress)
+    made = clients.transactional_producer
+
+    def transactional_producer(plan: WritePlan, partition: tuple[str, int]) -> FakeProducer:
+        progress.events.append("made")  # clients.transactional_producer: init_transactions, fencing the id
+        return made(plan, partition)  # type: ignore[no-any-return]
+
+    def layouts_on_record(plan: WritePlan) -> set[int] | None:
+        progress.events.append("layout")
+        return {plan.transaction_groups} if progress.layouts is None else progress.layouts
+
+    monkeypatch.setattr(clients, "transactional_producer", transactional_producer)
+    monkeypatch.setattr(commit, "_layouts_on_record", layouts_on_record)
 
     def offsets(self: FakeProducer, positions: list[Any], _md: Any, _timeout: float) -> None:
         self.calls.append(("offsets", sorted((tp.topic, tp.partition, tp.offset) for tp in positions)))
@@ -450,10 +465,11 @@ def test_an_idle_transaction_groups_producer_rests_and_its_next_record_fences_an
     assert _closed(a) and not b.closed
     mine = [k for k in partitions if plan.transactional_id(*k) == a.tid]
     assert all(sink.parts[k].producer is None for k in mine)
-    reads = target.reads
+    target.events.clear()
     sink.write(mine[0], records(*mine[0], range(13, 15)))
     again = producers[a.tid][-1]
-    assert again is not a and target.reads == reads + 1  # made again, then the group's progress read
+    # Made again (fencing the id), and only then the layout on record and the group's progress looked at.
+    assert again is not a and target.events == ["made", "layout", "progress"]
     results = _finish(sink)
     assert [(r.partition, r.records) for r in results] == [(mine[0][1], 2)]
     assert [c[0] for c in again.calls] == ["begin", "segment", "offsets", "commit"]
@@ -520,3 +536,35 @@ def test_the_probes_consumer_is_made_for_each_probe_and_closed_whatever_it_answe
     assert len(made) == 2 and made[0] is not made[1]  # one per probe: none is the task's cached consumer
     assert all(p.closed.wait(5) for p in made)
     assert made[0].conf == plan.progress_consumer_config()
+
+
+def test_a_rested_group_of_an_earlier_layout_fails_the_task_before_it_writes(
+    producers: dict[str, list[FakeProducer]], target: _ProgressOnTarget
+) -> None:
+    """A later start of the flow recorded another layout and fenced this one's ids: this task's producer,
+    made again, has just undone that fence while the partitions are written under other ids; the task
+    stops before it writes, although the group's progress did not move (the other writer had nothing yet)."""
+    plan = _plan(1)
+    sink = _write(plan, [("t", 0), ("t", 1)])
+    _finish(sink)
+    assert sink.rest_idle(0.0) == 1
+    target.layouts = {4}
+    with pytest.raises(WriteError, match="layout on the target is 4 groups, this task writes with 1 groups"):
+        sink.write(("t", 0), records("t", 0, range(13, 15)))
+    assert producers[plan.transactional_id("t", 0)][-1].calls == []
+
+
+def test_an_idle_partitions_expired_progress_is_not_another_attempts_commit(
+    producers: dict[str, list[FakeProducer]], target: _ProgressOnTarget
+) -> None:
+    """The progress group never has members, so an idle partition's progress expires
+    (``offsets.retention.minutes``): none on record is not a commit of another attempt, and the group's
+    next record is written."""
+    plan = _plan(1)
+    sink = _write(plan, [("t", 0), ("t", 1)])
+    _finish(sink)
+    assert sink.rest_idle(0.0) == 1
+    del target.progress[("A.t", 1)]
+    sink.write(("t", 0), records("t", 0, range(13, 15)))
+    assert [(r.partition, r.records) for r in _finish(sink)] == [(0, 2)]
+    assert target.progress[("A.t", 0)] == 15

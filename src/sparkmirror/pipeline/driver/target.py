@@ -18,9 +18,9 @@ from sparkmirror.checkpoints.emitter import CheckpointEmitter
 from sparkmirror.config.model import FlowConfig
 from sparkmirror.core.naming import transactions_group
 from sparkmirror.core.transactions import (
-    PER_PARTITION,
     format_layouts,
     layout_ids,
+    layout_names,
     layouts_to_fence,
     parse_layouts,
 )
@@ -129,8 +129,8 @@ class TargetPreparer:
             log.info(
                 "flow=%s exactly-once transactions: %s on record, now %s: fencing the ids of each",
                 flow.name,
-                _layout_names(layouts),
-                _layout_names({current}),
+                layout_names(layouts),
+                layout_names({current}),
             )
         # Recorded before the first write with it: a crash from here on leaves it to the next start.
         self.record_layouts(plan, fence)
@@ -160,7 +160,3 @@ def fence_ids(plan: WritePlan, ids: list[str]) -> None:
     with ThreadPoolExecutor(max_workers=_FENCE_THREADS, thread_name_prefix="sparkmirror-fence") as pool:
         for future in [pool.submit(fence_one, tid) for tid in ids]:
             future.result()
-
-
-def _layout_names(layouts: set[int]) -> str:
-    return ", ".join("one per partition" if g == PER_PARTITION else f"{g} groups" for g in sorted(layouts))

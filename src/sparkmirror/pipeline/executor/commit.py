@@ -17,7 +17,9 @@ the next upstream offset still to mirror) becomes the partition's floor, and the
 below it, so a record a retried attempt reads again is written once. A group's records,
 dead-lettered records, offset-map segments and the new progress of each of its partitions
 (``send_offsets_to_transaction``) commit together, one transaction per group per interval. The
-target cluster is the only record of progress.
+target cluster is the only record of progress. An idle group's producer rests (is closed); made again,
+its ``init_transactions`` fences anew, so the task then checks on the target that its layout is still
+the flow's and its partitions' progress still its own (:meth:`Transactional._still_ours`).
 
 What it must never do: commit while a record of the group is neither acknowledged nor
 dead-lettered, or commit progress past a record it did not write. Any doubt aborts and fails.
@@ -277,12 +279,32 @@ class Transactional:
 
     def _still_ours(self, tid: str) -> None:
         """Right after a rested id's producer was made again (its ``init_transactions`` fenced whoever
-        held the id since): the progress on the target of the id's partitions must be what this task last
-        committed or read. Anything else is another attempt's commit while this producer rested: this
-        task's floors are stale, so it fails before it writes, and its retry starts from the target."""
+        held the id since), two looks at the target, either of which fails the task before it writes
+        (its retry starts from the target):
+
+        - The flow's exactly-once layout on record must still be this task's alone. A later start of
+          the flow records its own layout, then fences every earlier layout's ids, this one's too: a
+          different record means this task belongs to an earlier start, whose fence this producer has
+          just undone, while the partitions are written under other ids.
+        - The progress of the id's partitions must be what this task last committed or read. Anything
+          else is another attempt's commit while this producer rested: this task's floors are stale.
+          None at all is an idle partition's progress expired (``offsets.retention.minutes``), not a
+          commit: nobody commits "none".
+        """
+        plan = self.plan
+        layouts = _layouts_on_record(plan)
+        if layouts != {plan.transaction_groups}:
+            from sparkmirror.core.transactions import layout_names
+
+            raise WriteError(
+                f"flow={plan.flow} {tid}: the flow's exactly-once layout on the target is "
+                f"{layout_names(layouts)}, this task writes with {layout_names({plan.transaction_groups})}: "
+                "a later start of the flow took its partitions over; this task stops before it writes",
+                terminal=False,
+            )
         members = self._members.get(tid, [])
-        now = committed_progress(self.plan, members)
-        moved = [(t, p) for t, p in members if now[(t, p)] != self._progress[(t, p)]]
+        now = committed_progress(plan, members)
+        moved = [(t, p) for t, p in members if now[(t, p)] not in (self._progress[(t, p)], -1)]
         if moved:
             t, p = moved[0]
             raise WriteError(
@@ -465,6 +487,24 @@ class Transactional:
             clients.forget(producer)
         for w in parts:
             clients.forget(w.producer)
+
+
+def _layouts_on_record(plan: WritePlan) -> set[int] | None:
+    """The exactly-once layouts the flow's last start recorded on the target (the driver's fence reads and
+    writes the same record, :meth:`~sparkmirror.pipeline.driver.target.TargetPreparer.fence`); ``None``: none."""
+    from sparkmirror.core.naming import transactions_group
+    from sparkmirror.core.transactions import parse_layouts
+    from sparkmirror.kafka.groups import committed_positions
+
+    group = transactions_group(plan.source_alias, plan.target_alias)
+    at = (plan.offset_map_topic, 0)
+    try:
+        recorded = committed_positions(plan.consumer_config, group, [at], timeout_s=10.0).get(at)
+    except Exception as exc:  # noqa: BLE001 - any failure to look fails the task (GroupOffsetsError, KafkaException)
+        raise WriteError(
+            f"flow={plan.flow} cannot read the exactly-once layout on record (group {group}): {exc}", terminal=False
+        ) from None
+    return parse_layouts(recorded[1] if recorded else None)
 
 
 def _close_idle(plan: WritePlan, producer: Producer) -> None:

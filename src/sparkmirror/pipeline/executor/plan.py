@@ -112,8 +112,8 @@ class WritePlan:
     #: at least once, a task writes with one producer per this many of its partitions
     #: (``sparkmirror.partitions.per.producer``; :func:`~sparkmirror.core.transactions.producers_for`).
     partitions_per_producer: int = 16
-    #: at least once, a producer none of whose partitions had a record for this long is closed
-    #: (``sparkmirror.producer.idle.close.ms``; 0: never).
+    #: a producer none of whose partitions had a record for this long is closed (at least once not the
+    #: first; exactly once a group's with no transaction open) (``sparkmirror.producer.idle.close.ms``; 0: never).
     producer_idle_close_ms: int = 30_000
     #: where the driver takes the tasks' reports (host, port), and the secret a task
     #: proves itself with (:mod:`sparkmirror.pipeline.reports`).

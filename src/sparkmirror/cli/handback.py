@@ -29,7 +29,7 @@ def mm2(config: Path, flows: tuple[str, ...], mm2_offsets_topic: str) -> None:
     """Write MirrorMaker 2's committed offsets from sparkmirror's progress (stop sparkmirror first)."""
     from sparkmirror.cli.flows import chosen_flows
     from sparkmirror.config import load_config
-    from sparkmirror.core.adoption import HANDED_BACK
+    from sparkmirror.core.adoption import HANDED_BACK, own_next
     from sparkmirror.core.connect_offsets import offsets_topic
     from sparkmirror.kafka.factory import new_producer
     from sparkmirror.kafka.flowclients import FlowClients
@@ -54,18 +54,15 @@ def mm2(config: Path, flows: tuple[str, ...], mm2_offsets_topic: str) -> None:
                 plan.progress_group,
                 [(remote[t], p) for t, n in sources.items() for p in range(n)],
             )
+            store = OffsetMapStore(clients)
+            store.load()
+            tails = store.tails()
             positions = {
-                (t, p): progress[(remote[t], p)]
+                (t, p): at
                 for t, n in sources.items()
                 for p in range(n)
-                if (remote[t], p) in progress
+                if (at := own_next(progress.get((remote[t], p)), tails.get((t, p)))) is not None
             }
-            if not flow.exactly_once:  # at least once: the offset map may be ahead of the progress
-                store = OffsetMapStore(clients)
-                store.load()
-                for (t, p), (upstream, _downstream, count) in store.tails().items():
-                    if t in sources:
-                        positions[(t, p)] = max(positions.get((t, p), 0), upstream + count)
             records = handback_records(
                 positions, flow.source, mm2_positions(clients.target_consumer, topic, flow.source)
             )

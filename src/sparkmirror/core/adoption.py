@@ -36,6 +36,19 @@ HANDED_BACK = "sparkmirror:handed-back-to-mm2"
 ExistingRecords = Literal["refuse", "start-at-end", "copy-again"]
 
 
+def own_next(progress: int | None, tail: tuple[int, int, int] | None) -> int | None:
+    """The next source offset sparkmirror's own state on the target says a partition was mirrored up to:
+    the later of its progress (``None``: none) and the end of the offset map's last segment (``tail``:
+    upstream start, downstream start, count; ``None``: none); ``None`` when it has neither.
+
+    At least once a task writes its segments before its progress, so the map may be ahead of the
+    progress, never behind; exactly once both commit in one transaction and agree, until an idle
+    partition's progress expires (the progress group has no members: ``offsets.retention.minutes``
+    after its last commit). The map's end (read ``read_committed``) then still says where it stands."""
+    own = [o for o in (progress, tail[0] + tail[2] if tail is not None else None) if o is not None]
+    return max(own) if own else None
+
+
 @dataclass(frozen=True)
 class PartitionState:
     """What is known of one source partition before its first start."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkmirror.core.adoption import PartitionState, conflict_message, plan_first_start
+from sparkmirror.core.adoption import PartitionState, conflict_message, own_next, plan_first_start
 
 
 def _state(
@@ -87,3 +87,16 @@ def test_the_refusal_names_the_topic_its_ends_and_the_ways_on() -> None:
     assert "A.orders [0] end 3000 (3,000 records), [1] end 20 (20 records) on B" in text
     for way in ("--mm2-offsets-topic", "--existing-records start-at-end", "--existing-records copy-again"):
         assert way in text
+
+
+def test_own_next_is_the_later_of_the_progress_and_the_offset_maps_end() -> None:
+    """At least once the map may be ahead of the progress; exactly once they agree until an idle partition's
+    progress expires, when the map's end alone says where it stands (not the log start)."""
+    tail = (10, 20, 5)  # upstream 10..14 written at 20..24: mirrored up to 15
+    assert own_next(None, None) is None
+    assert own_next(7, None) == 7
+    assert own_next(None, tail) == 15  # the progress expired, or was never committed
+    assert own_next(12, tail) == 15  # at least once: segments before the progress
+    assert own_next(15, tail) == 15
+    assert own_next(30, tail) == 30  # adopted from MM2 after a hand-back
+    assert own_next(0, None) == 0  # --reset-topic: the progress set to 0, the old segments forgotten

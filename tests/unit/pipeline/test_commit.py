@@ -568,3 +568,35 @@ def test_an_idle_partitions_expired_progress_is_not_another_attempts_commit(
     sink.write(("t", 0), records("t", 0, range(13, 15)))
     assert [(r.partition, r.records) for r in _finish(sink)] == [(0, 2)]
     assert target.progress[("A.t", 0)] == 15
+
+
+def test_the_layout_on_record_is_read_from_the_drivers_record_by_a_consumer_made_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The driver's fence records the layouts as commit metadata of the flow's transactions group on the
+    offset-map topic's partition 0; a woken producer's task reads that record (no record: ``None``) with a
+    consumer made and closed for the look, and an error it answers fails the task."""
+    from confluent_kafka import KafkaError
+
+    from sparkmirror.core.naming import transactions_group
+    from sparkmirror.core.transactions import format_layouts
+
+    plan = _plan(4)
+    answers: list[Any] = []
+    asked: list[tuple[str, list[tuple[str, int]]]] = []
+
+    def fresh_committed(_plan: WritePlan, group: str, parts: list[tuple[str, int]], timeout_s: float) -> list[Any]:
+        asked.append((group, parts))
+        return [answers.pop(0)]
+
+    monkeypatch.setattr(clients, "fresh_committed", fresh_committed)
+    answers.append(TopicPartition("map", 0, 0, metadata=format_layouts({4})))
+    assert commit._layouts_on_record(plan) == {4}
+    assert asked == [(transactions_group("A", "B"), [("map", 0)])]
+    answers.append(TopicPartition("map", 0, -1001))
+    assert commit._layouts_on_record(plan) is None
+    # librdkafka's answer for a partition it could not read (TopicPartition.error is read-only in Python).
+    refused = KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED)
+    answers.append(SimpleNamespace(offset=-1001, metadata=None, error=refused))
+    with pytest.raises(WriteError, match="cannot read the exactly-once layout on record"):
+        commit._layouts_on_record(plan)

@@ -25,6 +25,7 @@ from sparkmirror.core.adoption import (
     ExistingRecords,
     PartitionState,
     conflict_message,
+    own_next,
     plan_first_start,
 )
 from sparkmirror.core.checkpoints import CheckpointPass
@@ -465,11 +466,8 @@ class Flow:
                 at = mm2.get((t, p))
                 tail = tails.get((t, p))
                 progress = positions.get((remote[t], p))
-                own = [
-                    o for o in (progress[0] if progress else None, tail[0] + tail[2] if tail else None) if o is not None
-                ]
                 states[(t, p)] = PartitionState(
-                    own_next=max(own) if own else None,
+                    own_next=own_next(progress[0] if progress else None, tail),
                     own_written_end=tail[1] + tail[2] if tail else None,
                     handed_back=progress is not None and progress[1] == HANDED_BACK,
                     mm2_next=at.next_offset if at is not None else None,
@@ -777,36 +775,19 @@ class Flow:
         return StreamingCopy(self.spark, self.recorder, plan, ranges, tasks=tasks, throttle=self.throttle)
 
     def _resume_offsets(self, topics: dict[str, int]) -> StartingOffsets:
-        """Where each partition resumes by what the target holds: exactly once, the progress; at least
-        once, the later of the progress (a start claimed or adopted from MM2 on the first start) and the
-        offset map's end; -2: nothing (the log start)."""
-        progress = self._progress_offsets(topics)
-        if not self.flow.exactly_once:
-            mirrored = self._mirrored_offsets(topics)
-            for t, parts in progress.items():
-                for p, offset in parts.items():
-                    parts[p] = max(offset, mirrored[t][p])
-        return progress
-
-    def _progress_offsets(self, topics: dict[str, int]) -> StartingOffsets:
-        """Where each partition starts by the progress committed on the target (-2: the log start)."""
+        """Where each partition resumes by what the target holds (:func:`~sparkmirror.core.adoption.own_next`:
+        the later of the progress, a start claimed or adopted from MM2 on the first start, and the offset
+        map's end); -2: nothing (the log start)."""
         plan = self.recorder.plan
         remote = {self.topics.remote_name(t): t for t in topics}
         partitions = [(r, p) for r, t in remote.items() for p in range(topics[t])]
         committed = committed_offsets(plan.consumer_config, plan.progress_group, partitions)
-        out: StartingOffsets = {t: {str(p): -2 for p in range(n)} for t, n in topics.items()}
-        for (r, p), offset in committed.items():
-            out[remote[r]][str(p)] = offset
-        return out
-
-    def _mirrored_offsets(self, topics: dict[str, int]) -> StartingOffsets:
-        """Where each partition starts by the offset map (at-least-once): one past the last mirrored
-        record of each partition, -2 (the log start) where nothing was mirrored. A task writes its
-        segments before its progress, so the map may be ahead of the progress, never behind."""
-        out: StartingOffsets = {t: {str(p): -2 for p in range(n)} for t, n in topics.items()}
-        for (topic, partition), (upstream, _downstream, count) in self.store.tails().items():
-            if topic in out and str(partition) in out[topic]:
-                out[topic][str(partition)] = upstream + count
+        tails = self.store.tails()
+        out: StartingOffsets = {t: {} for t in topics}
+        for r, t in remote.items():
+            for p in range(topics[t]):
+                at = own_next(committed.get((r, p)), tails.get((t, p)))
+                out[t][str(p)] = -2 if at is None else at
         return out
 
     def stop_copy(self) -> None:

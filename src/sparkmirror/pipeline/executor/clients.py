@@ -131,17 +131,25 @@ def fresh_progress_committed(
     plan: WritePlan, partitions: list[tuple[str, int]], timeout_s: float
 ) -> list[TopicPartition]:
     """The progress group's committed offsets of ``partitions``, asked by a consumer made for the question
-    (it looks for the group's coordinator anew) and closed after it, in a thread of its own (a close never
-    holds up the caller)."""
+    (:func:`fresh_committed`)."""
+    return fresh_committed(plan, plan.progress_group, partitions, timeout_s)
+
+
+def fresh_committed(
+    plan: WritePlan, group: str, partitions: list[tuple[str, int]], timeout_s: float
+) -> list[TopicPartition]:
+    """A target group's committed offsets (and metadata) of ``partitions``, asked by a consumer made for the
+    question (it looks for the group's coordinator anew) and closed after it, in a thread of its own (a close
+    never holds up the caller: librdkafka's can wait for ever on a lost broker)."""
     from confluent_kafka import TopicPartition
 
     from sparkmirror.kafka.factory import close_within, new_consumer
 
-    consumer = new_consumer(plan.progress_consumer_config())
+    consumer = new_consumer(plan.group_consumer_config(group))
     try:
         return consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout_s)
     finally:
-        close_within(consumer.close, 0.0, f"probe consumer of group {plan.progress_group}")
+        close_within(consumer.close, 0.0, f"probe consumer of group {group}")
 
 
 def source_consumer(plan: WritePlan, *, partition_eof: bool) -> Consumer:

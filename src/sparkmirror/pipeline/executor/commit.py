@@ -491,20 +491,25 @@ class Transactional:
 
 def _layouts_on_record(plan: WritePlan) -> set[int] | None:
     """The exactly-once layouts the flow's last start recorded on the target (the driver's fence reads and
-    writes the same record, :meth:`~sparkmirror.pipeline.driver.target.TargetPreparer.fence`); ``None``: none."""
+    writes the same record, :meth:`~sparkmirror.pipeline.driver.target.TargetPreparer.fence`); ``None``:
+    none. Waits at most ``target_wait_s``, retrying what Kafka calls retriable (:mod:`.waits`)."""
     from sparkmirror.core.naming import transactions_group
     from sparkmirror.core.transactions import parse_layouts
-    from sparkmirror.kafka.groups import committed_positions
 
     group = transactions_group(plan.source_alias, plan.target_alias)
-    at = (plan.offset_map_topic, 0)
-    try:
-        recorded = committed_positions(plan.consumer_config, group, [at], timeout_s=10.0).get(at)
-    except Exception as exc:  # noqa: BLE001 - any failure to look fails the task (GroupOffsetsError, KafkaException)
+    topic, partition = plan.offset_map_topic, 0
+    (tp,) = retry_within(
+        lambda left: clients.fresh_committed(plan, group, [(topic, partition)], left),
+        what=f"flow={plan.flow} reading the exactly-once layout on record (group {group})",
+        limit_s=plan.target_wait_s,
+        detail=lambda: f"waiting for the coordinator of group {group} on the target",
+    )
+    if tp.error is not None:
         raise WriteError(
-            f"flow={plan.flow} cannot read the exactly-once layout on record (group {group}): {exc}", terminal=False
-        ) from None
-    return parse_layouts(recorded[1] if recorded else None)
+            f"flow={plan.flow} cannot read the exactly-once layout on record (group {group}): {tp.error}",
+            terminal=False,
+        )
+    return parse_layouts(tp.metadata if tp.offset >= 0 else None)
 
 
 def _close_idle(plan: WritePlan, producer: Producer) -> None:

@@ -181,9 +181,13 @@ class WritePlan:
 
     def progress_consumer_config(self) -> dict[str, str]:
         """A target consumer of the progress group (reads the progress, names the group in transactions)."""
+        return self.group_consumer_config(self.progress_group)
+
+    def group_consumer_config(self, group: str) -> dict[str, str]:
+        """A target consumer that reads what ``group`` committed (``read_committed``: stable offsets only)."""
         return {
             **self.consumer_config,
-            "group.id": self.progress_group,
+            "group.id": group,
             "enable.auto.commit": "false",
             "isolation.level": "read_committed",
         }

@@ -204,9 +204,10 @@ class SparkSettings(_Frozen):
     """Streaming engine: a task closes a producer none of whose partitions had a record for this long (at
     least once not its first, which writes the offset map; exactly once a transaction group's, with no
     transaction open), and makes it again at their next record, which then waits for a new producer id
-    (exactly once also for its ``init_transactions`` and a look at the group's progress, which must be
-    what the task committed: docs/faults.md) (0: never close). Idle producers were most of an idle
-    flow's CPU at 1,000 partitions (docs/performance.md, "An idle flow of 1,000 partitions")."""
+    (exactly once also for its ``init_transactions`` and a look at the target: the layout on record and
+    the group's progress must be as the task left them, docs/faults.md) (0: never close). Idle producers
+    were most of an idle flow's CPU at 1,000 partitions (docs/performance.md, "An idle flow of 1,000
+    partitions")."""
     batch_max_records: int = Field(default=2_000_000, ge=1, alias="sparkmirror.batch.max.records")
     """A copy task commits sooner than ``sparkmirror.commit.interval.ms`` once it has handed this many
     records to its producers since its last commit (at least once, half of it: two intervals may be

@@ -308,7 +308,7 @@ class Transactional:
         if moved:
             t, p = moved[0]
             raise WriteError(
-                f"flow={self.plan.flow} {t}[{p}]: its progress on the target is {now[(t, p)]}, this task "
+                f"flow={plan.flow} {t}[{p}]: its progress on the target is {now[(t, p)]}, this task "
                 f"last knew {self._progress[(t, p)]} ({len(moved)} of the {len(members)} partitions of {tid} "
                 "moved): another attempt wrote them while this task's producer of the group rested; the "
                 "task is retried from the progress on the target",
@@ -452,7 +452,7 @@ class Transactional:
         """Close an idle group's producer (no transaction open, nothing held): an idle flow exactly once
         has one per transaction group, 16 at 1,000 partitions on this host's default. Made again at the
         group's next record, its ``init_transactions`` fences whichever attempt holds the id by then, so
-        this task then checks that nobody committed the group's progress meanwhile (:meth:`_still_ours`)."""
+        this task then checks that no other writer took the group over meanwhile (:meth:`_still_ours`)."""
         tid = next((t for t, p in self.producers.items() if p is producer), None)
         if tid is None or tid in self.open_tx or len(producer):
             return False

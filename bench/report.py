@@ -99,10 +99,13 @@ def commit_interval_ms(result: dict[str, Any], system: str = "sparkmirror_exactl
 
 def latency_cpu_s(result: dict[str, Any], system: str) -> float | None:
     """The median over runs of the whole process tree's CPU seconds in the latency phase."""
+    return _median_latency_cpu_s(result["systems"].get(system, {}).get("per_run", []))
+
+
+def _median_latency_cpu_s(runs: list[dict[str, Any]]) -> float | None:
+    """The median over ``runs`` (each a run's result) of their latency phase's CPU seconds."""
     values = [
-        float(r["latency"]["cpu_s_total"])
-        for r in result["systems"].get(system, {}).get("per_run", [])
-        if (r.get("latency") or {}).get("cpu_s_total") is not None
+        float(r["latency"]["cpu_s_total"]) for r in runs if (r.get("latency") or {}).get("cpu_s_total") is not None
     ]
     return statistics.median(values) if values else None
 
@@ -604,12 +607,7 @@ def check_scale_targets(
 def _scale_latency_cpu_s(result: dict[str, Any], system: str) -> float | None:
     """The median over a scale result's runs of the system's whole process tree's CPU seconds in its latency
     phase (a fresh process: its start, the catch-up, the warm-up and the measured load)."""
-    values = [
-        float(r["latency"]["cpu_s_total"])
-        for r in result["systems"].get(system, [])
-        if (r.get("latency") or {}).get("cpu_s_total") is not None
-    ]
-    return statistics.median(values) if values else None
+    return _median_latency_cpu_s(result["systems"].get(system, []))
 
 
 def _scale_measured(row: dict[str, Any]) -> str:

@@ -374,10 +374,8 @@ def test_at_least_once_idle_producers_rest_and_their_next_record_makes_them_agai
     third.held = 1  # slot 2 still holds a record: it keeps its producer
     clock[0] += 10
     assert sink.rest_idle(60.0) == 1
-    deadline = time.monotonic() + 5  # closed in a thread of its own
-    while not second.closed and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not first.closed and second.closed and not third.closed
+    assert _closed(second)
+    assert not first.closed and not third.closed
     assert sink.parts[("t", 1)].producer is None
     assert second not in clients._CLIENTS.values() and first in clients._CLIENTS.values()
     sink.write(("t", 1), records("t", 1, range(13, 15)))

@@ -9,10 +9,15 @@ system and, at 1,000 partitions, most of the figure and of its spread. This prob
 - *copy*: B's append - A's append (the replicator),
 
 and reports the copy part's p99 second by second and the CPU seconds of each broker and of the
-system during the load. One system per run, on two dev clusters of its own::
+system during the load. ``--visible`` also reads B as the load runs, ``read_committed``, and takes each
+record's *visible* latency: when that reader got it - A's append. Exactly once, a record is appended to
+B when it is written and seen by a ``read_committed`` consumer only at its transaction's commit, so the
+append (the copy part, and the scale scenario's figure) understates what such a consumer waits; at
+least once the two differ by the reader's own delay. One system per run, on two dev clusters of its own::
 
     .venv/bin/python bench/latency_probe.py [--system sparkmirror|mm2|limit|transport|transport-shared-jvm]
         [--exactly-once] [--topics 200 --partitions 5 --rate 5000 --seconds 30] [--rounds N] [--prop KEY=VALUE ...]
+        [--visible]
 
 Prints one JSON line per round (``--out FILE`` writes them all). docs/performance.md, "Latency at
 1,000 partitions", has what it found.
@@ -26,6 +31,8 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +57,40 @@ def latency_records(bootstrap: str, topics: dict[str, int], first_seq: int) -> d
         if key[:1] == b"L" and int(key[1:]) >= first_seq:
             out[int(key[1:])] = (m.timestamp()[1], wl._TS.unpack_from(m.value() or bytes(8))[0])
     return out
+
+
+class VisibleReader(threading.Thread):
+    """A ``read_committed`` consumer of B's remote partitions from their ends now: the wall-clock ms at
+    which it got each latency record (key sequence -> ms), until :meth:`stop`."""
+
+    def __init__(self, bootstrap: str, remotes: dict[str, int]) -> None:
+        super().__init__(daemon=True, name="visible-reader")
+        from confluent_kafka import Consumer, TopicPartition
+
+        ends = scale.end_offsets(bootstrap, remotes, committed=True)
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": "latency-probe-visible", "isolation.level": "read_committed",
+            "enable.auto.commit": False, "fetch.wait.max.ms": 100, "fetch.error.backoff.ms": 10,
+        })  # fmt: skip
+        self.consumer.assign([TopicPartition(t, p, end) for (t, p), end in ends.items()])
+        self.seen: dict[int, int] = {}
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        seen = self.seen
+        while not self._done.is_set():
+            batch = self.consumer.consume(10_000, 0.1)
+            now = int(time.time() * 1000)
+            for m in batch:
+                key = m.key()
+                if m.error() is None and key and key[:1] == b"L":
+                    seen.setdefault(int(key[1:]), now)
+        self.consumer.close()
+
+    def stop(self) -> dict[int, int]:
+        self._done.set()
+        self.join(30)
+        return self.seen
 
 
 def cpu_by_role() -> dict[str, float]:
@@ -81,6 +122,15 @@ def pct(values: list[int], q: float) -> int:
     return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
+def visible(seen: dict[int, int], on_a: dict[int, tuple[int, int]], keys: list[int]) -> dict[str, Any]:
+    """The visible latency (the ``read_committed`` reader's receipt - A's append) of ``keys``, and how
+    many of them the reader did not get."""
+    got = [seen[k] - on_a[k][0] for k in keys if k in seen]
+    if not got:
+        return {"visible_p50_p99_max": None, "visible_missed": len(keys)}
+    return {"visible_p50_p99_max": (pct(got, 50), pct(got, 99), max(got)), "visible_missed": len(keys) - len(got)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--system", default="sparkmirror", choices=[s for s in rep.PROBE_SYSTEMS if s != "sparkmirror-eos"])
@@ -97,6 +147,8 @@ def main() -> None:
     ap.add_argument("--generator", default="java", choices=["java", "librdkafka"],
                     help="the load generator's client (scale.offer)")  # fmt: skip
     ap.add_argument("--generator-producers", type=int, default=4, help="java generator: producers (connections)")
+    ap.add_argument("--visible", action="store_true",
+                    help="also read B read_committed as the load runs: each record's visible latency")  # fmt: skip
     ap.add_argument("--out", default="")
     ap.add_argument("--workdir", default="/tmp/sparkmirror-latency-probe")
     args = ap.parse_args()
@@ -126,9 +178,15 @@ def main() -> None:
             start = sum(scale.end_offsets(boots["A"], topics).values())
             cpu0 = cpu_by_role()
             java = jvm if args.generator == "java" else None
+            reader = VisibleReader(boots["B"], remotes) if args.visible else None
+            if reader is not None:
+                reader.start()
             lat = scale.latency(boots, topics, args.size, args.rate, args.seconds, 240, args.warmup,
                                 jvm=java, generator_producers=args.generator_producers)  # fmt: skip
             cpu1 = cpu_by_role()
+            if reader is not None:
+                time.sleep(10)  # the last records' transactions commit
+            seen = reader.stop() if reader is not None else {}
             first = start + lat["warmup_records"]
             on_a = latency_records(boots["A"], topics, first)
             on_b = latency_records(boots["B"], remotes, first)
@@ -147,6 +205,7 @@ def main() -> None:
                 "copy_p50_p99_max": (pct(copy, 50), pct(copy, 99), max(copy)),
                 "cpu_s": {k: round(cpu1.get(k, 0) - cpu0.get(k, 0), 1) for k in sorted(cpu1)},
                 "copy_p99_by_second": [pct(v, 99) for _s, v in sorted(by_second.items())],
+                **(visible(seen, on_a, both) if args.visible else {}),
                 "props": args.prop, "generator": args.generator, "warmup_s": args.warmup,
                 "copying_before_load_s": lat.get("copying_before_load_s"),
                 "generator_producers": args.generator_producers,

@@ -44,6 +44,17 @@ SCALE_DRIVER_RSS_MB = 2048
 SCALE_FRESHNESS_SLACK_S = 5
 SCALE_DAY_LOAD_S = 10
 SCALE_RESULT = re.compile(r"(\d{4}-\d{2}-\d{2})-scale(?:-(\d+))?\.json")
+#: What exactly once's latency figures are: B's append, which comes before the commit that a
+#: ``read_committed`` consumer waits for (docs/performance.md, "What a read_committed consumer waits").
+APPEND_NOT_COMMIT = (
+    "Exactly once, a latency is the record's append on B, as for the other systems; a `read_committed` consumer "
+    "sees the record only at its transaction's commit, later (docs/performance.md, \"What a read_committed "
+    'consumer waits").'
+)
+APPEND_NOT_COMMIT_SHORT = (
+    "exactly once, B's append: a read_committed consumer sees the record at its transaction's commit, later "
+    "(docs/performance.md)"
+)
 #: Issue 27's targets: the streaming engine against MM2 and the limit loop on the same brokers.
 LIMIT_P99_FACTOR = 2.0
 #: Runs of the commit-interval trade-off (``--sparkmirror-prop sparkmirror.commit.interval.ms=T``).
@@ -406,7 +417,8 @@ def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
         "## Targets (issue 27): the streaming engine's latency and CPU against MirrorMaker 2 and the limit loop",
         "",
         "Latency figures are the medians over the runs of each system's latency run (below); CPU is the whole "
-        "process tree's during the latency phase. Each threshold is another system's figure in this same result.",
+        "process tree's during the latency phase. Each threshold is another system's figure in this same result. "
+        f"{APPEND_NOT_COMMIT}",
         "",
         "| target | measured | threshold | |",
         "|---|--:|--:|---|",
@@ -593,7 +605,7 @@ def check_scale_targets(
         if n in summary:
             add(f"{LABELS[n]}: latency p99{at}, at most MirrorMaker 2's (issue 27)",
                 _scale_figure(result, n, "latency_p99_ms"), _scale_figure(result, "mm2", "latency_p99_ms"),
-                at_most=True, unit=" ms")  # fmt: skip
+                at_most=True, unit=" ms", note=APPEND_NOT_COMMIT_SHORT if n == eos else "")  # fmt: skip
             add(f"{LABELS[n]}: CPU seconds of the latency phase{at}, at most MirrorMaker 2's (issue 27)",
                 _scale_latency_cpu_s(result, n), _scale_latency_cpu_s(result, "mm2"), at_most=True, unit=" s",
                 note="the system's processes, from its start: not the brokers' (librdkafka sends a produce request "
@@ -747,7 +759,8 @@ def render_scale(
         f"Latency: {st['rate']:,} records/s offered (achieved: {_num(rate)}) by {generator}, round robin over all "
         f"{parts:,} partitions for {st['latency_seconds']} s after {st['warmup_seconds']} s of warm-up that B had to "
         "hold first, by a fresh process of each system on an emptied B (A's records deleted first, so no catch-up); "
-        "latency = append time on B - the record's timestamp on A. Freshness: every group commits a new position on "
+        f"latency = append time on B - the record's timestamp on A. {APPEND_NOT_COMMIT} Freshness: every group "
+        "commits a new position on "
         "A while the system runs; the time from each commit to the checkpoint on B that carries it. Driver: the "
         "sparkmirror process and its helper processes plus Spark's JVM (in `local[*]` the JVM also runs the "
         "executors' tasks; sum of their peaks over the throughput, checkpoint and latency phases); Python workers: "

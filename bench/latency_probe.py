@@ -74,23 +74,36 @@ class VisibleReader(threading.Thread):
         })  # fmt: skip
         self.consumer.assign([TopicPartition(t, p, end) for (t, p), end in ends.items()])
         self.seen: dict[int, int] = {}
+        self.failed = ""
         self._done = threading.Event()
 
     def run(self) -> None:
         seen = self.seen
-        while not self._done.is_set():
-            batch = self.consumer.consume(10_000, 0.1)
-            now = int(time.time() * 1000)
-            for m in batch:
-                key = m.key()
-                if m.error() is None and key and key[:1] == b"L":
-                    seen.setdefault(int(key[1:]), now)
-        self.consumer.close()
+        consumer = self.consumer
+        try:
+            while not self._done.is_set():
+                # The first record as soon as it comes, its time taken then; then what is already there
+                # (``consume`` with a timeout would wait it out unless its batch filled).
+                first = consumer.poll(0.1)
+                if first is None:
+                    continue
+                now = int(time.time() * 1000)
+                for m in [first, *consumer.consume(10_000, 0)]:
+                    key = m.key()
+                    if m.error() is None and key and key[:1] == b"L":
+                        seen.setdefault(int(key[1:]), now)
+        except Exception as exc:  # noqa: BLE001 - said, and the missed records counted by the caller
+            self.failed = f"{type(exc).__name__}: {exc}"
+        finally:
+            consumer.close()
 
     def stop(self) -> dict[int, int]:
+        """The records seen; raises if the reader failed or did not stop."""
         self._done.set()
         self.join(30)
-        return self.seen
+        if self.is_alive() or self.failed:
+            raise RuntimeError(f"the visible reader {'did not stop' if self.is_alive() else self.failed}")
+        return dict(self.seen)
 
 
 def cpu_by_role() -> dict[str, float]:

@@ -435,7 +435,10 @@ def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
                 "the others ran once each with "
                 "`--sparkmirror-prop sparkmirror.commit.interval.ms=T` and their own command, code and date, "
                 "linked). At least once the interval bounds what a crash copies again; exactly once a "
-                "`read_committed` reader sees a record up to one interval later.",
+                "`read_committed` reader sees a record only at its transaction's commit: later than these "
+                "appends by up to an interval (more while commits take longer than one) plus the time to commit it "
+                "(docs/performance.md, "
+                '"What a read_committed consumer waits").',
                 "",
                 *tradeoff,
                 "",

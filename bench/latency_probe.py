@@ -197,9 +197,10 @@ def main() -> None:
             lat = scale.latency(boots, topics, args.size, args.rate, args.seconds, 240, args.warmup,
                                 jvm=java, generator_producers=args.generator_producers)  # fmt: skip
             cpu1 = cpu_by_role()
+            seen: dict[int, int] = {}
             if reader is not None:
                 time.sleep(10)  # the last records' transactions commit
-            seen = reader.stop() if reader is not None else {}
+                seen = reader.stop()
             first = start + lat["warmup_records"]
             on_a = latency_records(boots["A"], topics, first)
             on_b = latency_records(boots["B"], remotes, first)
@@ -218,7 +219,7 @@ def main() -> None:
                 "copy_p50_p99_max": (pct(copy, 50), pct(copy, 99), max(copy)),
                 "cpu_s": {k: round(cpu1.get(k, 0) - cpu0.get(k, 0), 1) for k in sorted(cpu1)},
                 "copy_p99_by_second": [pct(v, 99) for _s, v in sorted(by_second.items())],
-                **(visible(seen, on_a, both) if args.visible else {}),
+                **(visible(seen, on_a, both) if reader is not None else {}),
                 "props": args.prop, "generator": args.generator, "warmup_s": args.warmup,
                 "copying_before_load_s": lat.get("copying_before_load_s"),
                 "generator_producers": args.generator_producers,

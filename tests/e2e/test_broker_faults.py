@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from conftest import _free_base_port
+from conftest import start_clusters
 from kafka_helpers import admin, create_topics, end_offsets, read_partition, unique, wait_for, write_config
 from sparkmirror.config import load_config
 from sparkmirror.core.naming import progress_group
@@ -37,7 +37,7 @@ PARTITIONS = 3
 def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevClusters, str]]:
     clusters = DevClusters(tmp_path_factory.mktemp("three-brokers"))
     try:
-        yield clusters, clusters.up(["T"], brokers=3, base_port=_free_base_port())["T"]
+        yield clusters, start_clusters(clusters, ["T"], brokers=3)["T"]
     finally:
         clusters.down()
 

@@ -49,11 +49,11 @@ GROUP = "billing"
 
 @pytest.fixture(scope="module")
 def dr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, dict[str, str]]]:
-    from conftest import _free_base_port
+    from conftest import start_clusters
     from sparkmirror.devcluster.cluster import DevClusters
 
     clusters = DevClusters(tmp_path_factory.mktemp("dr-clusters"))
-    boots = clusters.up(["A", "B"], base_port=_free_base_port())
+    boots = start_clusters(clusters, ["A", "B"])
     yield clusters, boots
     clusters.down()
 

@@ -162,13 +162,21 @@ def main() -> None:
     ap.add_argument("--generator-producers", type=int, default=4, help="java generator: producers (connections)")
     ap.add_argument("--visible", action="store_true",
                     help="also read B read_committed as the load runs: each record's visible latency")  # fmt: skip
+    ap.add_argument(
+        "--broker-jit",
+        default="full",
+        choices=["full", "first-tier"],
+        help="the brokers' JIT (bench/run.py's option; first-tier: every probe run before 2026-12-01)",
+    )
     ap.add_argument("--out", default="")
     ap.add_argument("--workdir", default="/tmp/sparkmirror-latency-probe")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    clusters = DevClusters(work / "dev")
+    from run import broker_jvm_options
+
+    clusters = DevClusters(work / "dev", broker_jvm_options=broker_jvm_options(args.broker_jit))
     boots = clusters.up(["A", "B"], base_port=args.base_port)
     proc = None
     try:
@@ -220,7 +228,7 @@ def main() -> None:
                 "cpu_s": {k: round(cpu1.get(k, 0) - cpu0.get(k, 0), 1) for k in sorted(cpu1)},
                 "copy_p99_by_second": [pct(v, 99) for _s, v in sorted(by_second.items())],
                 **(visible(seen, on_a, both) if reader is not None else {}),
-                "props": args.prop, "generator": args.generator, "warmup_s": args.warmup,
+                "props": args.prop, "generator": args.generator, "broker_jit": args.broker_jit, "warmup_s": args.warmup,
                 "copying_before_load_s": lat.get("copying_before_load_s"),
                 "generator_producers": args.generator_producers,
             }  # fmt: skip

@@ -124,6 +124,9 @@ class Settings:
     #: Producers of the Java load, each with a connection of its own: a broker answers one request per
     #: connection at a time, and one connection was again near its limit (docs/performance.md).
     scale_generator_producers: int = 4
+    #: The brokers' JIT: ``full`` (both tiers, as production brokers run; since 2026-12-01) or
+    #: ``first-tier`` (the dev clusters' and tests' ``-XX:TieredStopAtLevel=1``, every run before).
+    broker_jit: str = "full"
 
     @property
     def payload_bytes(self) -> int:
@@ -185,6 +188,9 @@ def parse_args(argv: list[str] | None = None) -> Settings:
                          "request; librdkafka: one partition per request, the load before 2026-11-28)")  # fmt: skip
     ap.add_argument("--scale-generator-producers", type=int, default=4,
                     help="scale: producers (connections) of the Java latency load (before: 1)")  # fmt: skip
+    ap.add_argument("--broker-jit", default="full", choices=["full", "first-tier"],
+                    help="the brokers' JIT: full (both tiers, as production brokers run) or first-tier (the dev "
+                         "clusters' -XX:TieredStopAtLevel=1, every run before 2026-12-01)")  # fmt: skip
     a = ap.parse_args(argv)
     known = {"limit", "mm2", "sparkmirror_at_least_once", "sparkmirror_exactly_once"}
     systems = tuple(s.strip() for s in a.systems.split(",") if s.strip())
@@ -224,6 +230,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         scale_freshness_wait=a.scale_freshness_wait,
         scale_generator=a.scale_generator,
         scale_generator_producers=a.scale_generator_producers,
+        broker_jit=a.broker_jit,
     )
 
 
@@ -625,6 +632,13 @@ def _interrupt(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def broker_jvm_options(jit: str) -> str:
+    """The brokers' collector and compiler options for ``--broker-jit``."""
+    from sparkmirror.devcluster.cluster import BROKER_JVM_OPTIONS, BROKER_JVM_OPTIONS_FULL_JIT
+
+    return BROKER_JVM_OPTIONS_FULL_JIT if jit == "full" else BROKER_JVM_OPTIONS
+
+
 def main(argv: list[str] | None = None) -> Path:
     # Stop cleanly (systems stopped, clusters down) on SIGTERM, and on SIGINT even
     # where a shell started us in the background with SIGINT ignored.
@@ -637,7 +651,7 @@ def main(argv: list[str] | None = None) -> Path:
     code_before = source_state()
     log.info("machine load before the run: %s; sparkmirror code: %s", load_before, code_before)
     workdir = Path(tempfile.mkdtemp(prefix="sparkmirror-bench."))
-    clusters = DevClusters(workdir / "dev")
+    clusters = DevClusters(workdir / "dev", broker_jvm_options=broker_jvm_options(s.broker_jit))
     spark_cluster = SparkStandalone(workdir / "spark") if s.spark_cluster else None
     started = time.monotonic()
     try:

@@ -40,6 +40,15 @@ DEFAULT_BASE_PORT = 19092
 PORTS_PER_CLUSTER = 10
 MAX_BROKERS = PORTS_PER_CLUSTER // 2
 BROKER_HEAP = os.environ.get("SPARKMIRROR_BROKER_HEAP", "512m")
+#: The dev brokers' collector and compiler: the serial collector and the first JIT tier only, so a
+#: broker starts in seconds and a test's brokers stay small. ``SPARKMIRROR_BROKER_JVM_OPTIONS``
+#: replaces them, and so does ``DevClusters(broker_jvm_options=...)``.
+BROKER_JVM_OPTIONS = os.environ.get("SPARKMIRROR_BROKER_JVM_OPTIONS", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+#: Both JIT tiers, as a production broker runs (the serial collector kept for the small heap): the
+#: benchmark's brokers (bench/run.py ``--broker-jit full``). At 1,000 partitions the first tier's
+#: slower request handling, not the replicator, set most of a latency p99 (docs/performance.md,
+#: "The benchmark's brokers with both JIT tiers").
+BROKER_JVM_OPTIONS_FULL_JIT = "-XX:+UseSerialGC"
 #: ``log.index.size.max.bytes`` of the dev brokers (Kafka's default: 10 MB); see ``_write_properties``.
 DEV_INDEX_BYTES = 1024 * 1024
 
@@ -116,8 +125,10 @@ def pid_alive(pid: int) -> bool:
 class DevClusters:
     """Start, stop and describe local Kafka clusters below one directory."""
 
-    def __init__(self, directory: Path | str = DEFAULT_DIR) -> None:
+    def __init__(self, directory: Path | str = DEFAULT_DIR, *, broker_jvm_options: str | None = None) -> None:
         self.directory = Path(directory).absolute()
+        #: The brokers' collector and compiler options (:data:`BROKER_JVM_OPTIONS` unless given).
+        self.broker_jvm_options = BROKER_JVM_OPTIONS if broker_jvm_options is None else broker_jvm_options
         self._state_file = self.directory / "state.json"
 
     # -- state ------------------------------------------------------------
@@ -302,8 +313,7 @@ class DevClusters:
             java,
             f"-Xms{BROKER_HEAP}",
             f"-Xmx{BROKER_HEAP}",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
+            *self.broker_jvm_options.split(),
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={broker.log_dir}",
             f"-Dlog4j2.configurationFile={Path(cluster.directory) / 'log4j2.properties'}",

@@ -465,7 +465,7 @@ def render(result: dict[str, Any], json_path: Path, png_path: Path) -> str:
         f"- Other load: load average {load.get('before', {}).get('loadavg')} before the run, "
         f"{load.get('after', {}).get('loadavg')} after; up to {pytest_seen} pytest processes of other work were "
         f"seen between the measurements (load averages there: {_loads(during)}). Both clusters (one broker each, "
-        "512 MiB heap), the system under test and the harness share the machine.",
+        f"512 MiB heap, {broker_jit_text(s)}), the system under test and the harness share the machine.",
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()) + ".",
         f"- sparkmirror code measured: {_code(result)}.",
         f"- Workload: {s['records']:,} records, {s['partitions']} partitions, {s['size']} B values, a 12 B key and "
@@ -822,9 +822,8 @@ def render_scale(
             if result["sparkmirror_code"]["uncommitted_src_files"]
             else ""
         )  # fmt: skip
-        + f". MM2 `tasks.max={st['tasks_max']}`, limit loop {st['limit_threads']} copy threads"
-        + _writer_text(st)
-        + ". How the scale "
+        + f". Brokers: {broker_jit_text(st)}. MM2 `tasks.max={st['tasks_max']}`, limit loop "
+        f"{st['limit_threads']} copy threads" + _writer_text(st) + ". How the scale "
         "scenario measures: [bench/README.md](bench/README.md).",
         "",
     ]
@@ -850,6 +849,13 @@ def newest_result() -> Path:
     if not found:
         raise SystemExit(f"no result in {RESULTS}; run `make bench` first")
     return found[-1]
+
+
+def broker_jit_text(settings: dict[str, Any]) -> str:
+    """The brokers' JIT as a run's settings record it (runs before 2026-12-01 record none: the first tier)."""
+    if settings.get("broker_jit", "first-tier") == "full":
+        return "both JIT tiers, as production brokers run"
+    return "the first JIT tier only (`-XX:TieredStopAtLevel=1`, the dev clusters' setting)"
 
 
 def main(argv: list[str] | None = None) -> Path:

@@ -206,7 +206,8 @@ def fetch(artifacts: ArtifactSet, *, force: bool = False) -> Path:
     return target
 
 
-def fetch_all() -> dict[str, Path]:
-    """Everything the demo, the tests and the pipeline need."""
+def fetch_all(*, force: bool = False) -> dict[str, Path]:
+    """Everything the demo, the tests and the pipeline need (``sparkmirror setup``): the brokers' jars,
+    MM2's client and the transport's Java clients; not MM2 itself (:func:`mm2_artifacts`)."""
     sets = [kafka_broker_artifacts(), mm2_client_artifacts(), transport_artifacts()]
-    return {s.name: fetch(s) for s in sets}
+    return {s.name: fetch(s, force=force) for s in sets}

@@ -8,12 +8,9 @@ import click
 @click.command()
 @click.option("--force", is_flag=True, help="Fetch again even if the cache is complete.")
 def setup(force: bool) -> None:
-    """Fetch Kafka's broker jars (the dev clusters) and Kafka's MM2 client (used by the tests) into the cache."""
+    """Fetch Kafka's broker jars (the dev clusters), Kafka's MM2 client (used by the tests) and Kafka's Java
+    clients (``sparkmirror.transport = java``) into the cache."""
     from sparkmirror import artifacts
 
-    for art in (
-        artifacts.kafka_broker_artifacts(),
-        artifacts.mm2_client_artifacts(),
-    ):
-        path = artifacts.fetch(art, force=force)
-        click.echo(f"{art.name}: {len(art.jars())} jars in {path}")
+    for name, path in artifacts.fetch_all(force=force).items():
+        click.echo(f"{name}: {len(list(path.glob('*.jar')))} jars in {path}")

@@ -48,6 +48,9 @@ def test_a_record_over_the_limit_is_refused_before_it_is_sent(rows: list[tuple[b
         def producer_for(self, _p: Any) -> Any:
             return Never()
 
+        def group_of(self, _p: Any) -> None:
+            return None
+
         def open(self, _parts: Any) -> None:
             pass
 
@@ -227,6 +230,9 @@ class _OneProducer:
 
     def producer_for(self, _p: Any) -> Any:
         return self.producer
+
+    def group_of(self, _p: Any) -> None:
+        return None
 
     def open(self, _parts: Any) -> None:
         pass
@@ -546,3 +552,76 @@ def test_the_sink_reports_latency_by_the_plan_s_mode(monkeypatch: pytest.MonkeyP
         (result,) = sink.finish([w])
         at = sink_module._ACKS_EPOCH_S_INT * 1000 + (5_000 if exactly_once else 1_000)
         assert result.acked_at_ms == at and result.latency_sum_ms == at
+
+
+class _KeepsValues:
+    """A producer that keeps the values it was handed and counts its polls; it acknowledges nothing."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+        self.polls = 0
+
+    def produce(self, _topic: str, value: bytes, *_rest: Any) -> None:
+        self.values.append(value)
+
+    def poll(self, _timeout: float = 0) -> int:
+        self.polls += 1
+        return 0
+
+    def __len__(self) -> int:
+        return 0
+
+
+class _Groups:
+    """Exactly once's shape: a group, a producer and a transaction per source partition of ``t``."""
+
+    def __init__(self) -> None:
+        self.serving = threading.Lock()
+        self.producers = {"g0": _KeepsValues(), "g1": _KeepsValues()}
+
+    def group_of(self, key: Any) -> str:
+        return f"g{key[1]}"
+
+    def producer_for(self, key: Any) -> Any:
+        return self.producers[self.group_of(key)]
+
+    def open(self, _parts: Any) -> None:
+        pass
+
+    def begin(self, w: PartitionWrite) -> None:
+        w.begun = True
+
+    def finish(self, _parts: Any) -> None:
+        pass
+
+
+def test_exactly_once_a_finishing_groups_records_are_held_then_written_in_order_before_any_later_one() -> None:
+    """Sink.seal_groups hands each group over on its own. Until its release, a finishing group's new records
+    are held (its next transaction cannot begin before this one ends) and its producer is left to its finish
+    (no delivery report of a partition runs in two threads); the other group's go on. Released, the held
+    records are written first, in the order read."""
+    commit = _Groups()
+    p0, p1 = commit.producers["g0"], commit.producers["g1"]
+    sink = Sink(_secret_plan(exactly_once=True), commit)  # type: ignore[arg-type]
+
+    def rec(o: int) -> Any:
+        return SourceMessage(o=o, v=b"v%d" % o).record()
+
+    sink.write(("t", 0), [rec(0), rec(1)])
+    sink.write(("t", 1), [rec(0)])
+    groups = sink.seal_groups()
+    assert {g: [w.last_offset for w in ws] for g, ws in groups.items()} == {"g0": [1], "g1": [0]}
+    assert sink.write(("t", 0), [rec(2)]) == 3 and sink.write(("t", 1), [rec(1)]) == 3  # key and value bytes
+    sink.write(("t", 0), [rec(3)])
+    assert (p0.values, p1.values, sink.held, sink.written) == ([b"v0", b"v1"], [b"v0"], 3, False)
+    sink.serve()
+    assert (p0.polls, p1.polls) == (0, 0)  # both groups' producers are their finishes' to serve
+
+    assert sink.release_group("g1") == 1
+    assert (p0.values, p1.values, sink.held, sink.written) == ([b"v0", b"v1"], [b"v0", b"v1"], 2, True)
+    sink.serve()
+    assert (p0.polls, p1.polls) == (0, 1)
+    sink.write(("t", 0), [rec(4)])  # still held: after 2 and 3
+    assert sink.release_group("g0") == 3
+    assert p0.values == [b"v0", b"v1", b"v2", b"v3", b"v4"] and sink.held == 0
+    assert {g: [w.last_offset for w in ws] for g, ws in sink.seal_groups().items()} == {"g0": [4], "g1": [1]}

@@ -16,6 +16,7 @@ from sparkmirror.core.ranges import OPEN_END, SourceRange
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor import stream
 from sparkmirror.pipeline.executor.plan import Record, WritePlan
+from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.stream import StreamTask
 from sparkmirror.pipeline.reports import Answer
 
@@ -62,6 +63,7 @@ class Consumer:
 class Sink:
     def __init__(self) -> None:
         self.written: dict[tuple[str, int], list[int]] = {}
+        self.held = 0
 
     def write(self, key: tuple[str, int], records: list[Record]) -> int:
         self.written.setdefault(key, []).extend(r[0] for r in records)
@@ -328,3 +330,146 @@ def test_only_a_task_with_an_end_to_reach_asks_its_consumer_for_the_ends_it_reac
     assert asked == [until != OPEN_END] == [task.has_ends]
     assert PLAN.reader_config(partition_eof=False)["enable.partition.eof"] == "false"
     assert PLAN.reader_config(partition_eof=True)["enable.partition.eof"] == "true"
+
+
+class _Recording:
+    """A producer that keeps the values it was handed; it acknowledges nothing (the commit is a stand-in)."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+
+    def produce(self, _topic: str, value: bytes, *_rest: object) -> None:
+        self.values.append(value)
+
+    def poll(self, _timeout: float = 0) -> int:
+        return 0
+
+    def __len__(self) -> int:
+        return 0
+
+
+class _SlowGroup:
+    """Exactly once's shape, a group (and producer) per partition of ``t``: group g0's finish waits until
+    the test lets it, g1's ends at once."""
+
+    def __init__(self) -> None:
+        self.serving = threading.Lock()
+        self.producers = {"g0": _Recording(), "g1": _Recording()}
+        self.g0_may_finish = threading.Event()
+        self.finished: list[tuple[str, int]] = []
+
+    def group_of(self, key: tuple[str, int]) -> str:
+        return f"g{key[1]}"
+
+    def producer_for(self, key: tuple[str, int]) -> _Recording:
+        return self.producers[self.group_of(key)]
+
+    def open(self, _parts: object) -> None:
+        pass
+
+    def begin(self, w: object) -> None:
+        w.begun = True  # type: ignore[attr-defined]
+
+    def finish(self, parts: list[object]) -> None:
+        group = self.group_of((parts[0].topic, parts[0].partition))  # type: ignore[attr-defined]
+        if group == "g0":
+            self.g0_may_finish.wait(10)
+        self.finished += [(group, w.last_offset) for w in parts]  # type: ignore[attr-defined]
+
+    def abandon(self, _parts: object) -> None:
+        pass
+
+    def rest(self, _producer: object) -> bool:
+        return False
+
+
+def test_exactly_once_a_group_still_finishing_holds_back_its_own_partitions_only() -> None:
+    """Exactly once, each transaction group's interval is finished beside the reads: while one group's
+    commit waits (a slow target), the task goes on reading, the other group's records are written and
+    committed, and the waiting group's are written once its commit has ended, in order."""
+    from sparkmirror.pipeline.executor.sink import Sink as RealSink
+
+    plan = dataclasses.replace(PLAN, exactly_once=True, commit_interval_ms=30)
+    commit = _SlowGroup()
+    p0, p1 = commit.producers["g0"], commit.producers["g1"]
+    sink = RealSink(plan, commit)  # type: ignore[arg-type]
+    task = StreamTask(plan, 0, [SourceRange("t", 0, 0, 100), SourceRange("t", 1, 0, 100)])
+    task.next = {("t", 0): 0, ("t", 1): 0}
+    consumer, channel = Consumer([Msg("t", 0, 0), Msg("t", 1, 0)]), Channel()
+    finisher = ThreadPoolExecutor(max_workers=2)
+    copy = threading.Thread(target=task._copy, args=(sink, consumer, channel, 0, finisher))
+
+    def wait_until(what: object, timeout_s: float = 5) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not what() and time.monotonic() < deadline:  # type: ignore[operator]
+            time.sleep(0.01)
+
+    copy.start()
+    try:
+        wait_until(lambda: ("g1", 0) in commit.finished)  # both sealed; g1's done, g0's waits
+        consumer.msgs += [Msg("t", 0, 1), Msg("t", 1, 1)]
+        wait_until(lambda: ("g1", 1) in commit.finished)
+        assert p1.values == [b"v0", b"v1"] and ("g1", 1) in commit.finished  # the other group goes on
+        assert p0.values == [b"v0"] and sink.held == 1  # the waiting group's record is held
+        commit.g0_may_finish.set()
+        wait_until(lambda: ("g0", 1) in commit.finished)
+        assert p0.values == [b"v0", b"v1"]
+    finally:
+        commit.g0_may_finish.set()
+        channel.stop_requested = True
+        copy.join(10)
+        finisher.shutdown()
+    assert not copy.is_alive()
+    assert [f for f in commit.finished if f[0] == "g0"] == [("g0", 0), ("g0", 1)]  # one at a time, in order
+    assert channel.reports[-1].final  # type: ignore[attr-defined]
+
+
+class _RefusingGroup(_SlowGroup):
+    """g1's interval is refused by the target (its transaction aborted); g0's finish waits for the test."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.abandoned = False
+
+    def finish(self, parts: list[object]) -> None:
+        group = self.group_of((parts[0].topic, parts[0].partition))  # type: ignore[attr-defined]
+        if group == "g1":
+            parts[0].refusal = "MSG_SIZE_TOO_LARGE"  # type: ignore[attr-defined]
+        super().finish(parts)
+
+    def abandon(self, _parts: object) -> None:
+        self.abandoned = True
+
+
+def test_exactly_once_a_refused_group_ends_the_task_once_the_other_groups_have_finished() -> None:
+    """A refusal stops the flow: the task seals nothing more, reports the refusal at once, waits for the
+    groups still finishing, and ends aborting what was written since (nothing past a refusal commits)."""
+    from sparkmirror.pipeline.executor.sink import Sink as RealSink
+
+    plan = dataclasses.replace(PLAN, exactly_once=True, commit_interval_ms=30)
+    commit = _RefusingGroup()
+    sink = RealSink(plan, commit)  # type: ignore[arg-type]
+    task = StreamTask(plan, 0, [SourceRange("t", 0, 0, 100), SourceRange("t", 1, 0, 100)])
+    task.next = {("t", 0): 0, ("t", 1): 0}
+    consumer, channel = Consumer([Msg("t", 0, 0), Msg("t", 1, 0)]), Channel()
+    finisher = ThreadPoolExecutor(max_workers=2)
+    returned: list[object] = []
+    copy = threading.Thread(target=lambda: returned.append(task._copy(sink, consumer, channel, 0, finisher)))
+    copy.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not any(r.results for r in channel.reports) and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.01)
+        consumer.msgs += [Msg("t", 1, 1)]
+        time.sleep(0.2)
+        assert copy.is_alive()  # g0 still finishing
+        rows = [PartitionResult.from_row(row) for r in channel.reports for row in r.results]  # type: ignore[attr-defined]
+        assert [(r.partition, r.error) for r in rows if r.error] == [(1, "MSG_SIZE_TOO_LARGE")]
+        commit.g0_may_finish.set()
+        copy.join(10)
+    finally:
+        commit.g0_may_finish.set()
+        finisher.shutdown()
+    assert not copy.is_alive() and channel.reports[-1].final and commit.abandoned  # type: ignore[attr-defined]
+    assert commit.producers["g1"].values == [b"v0"]  # nothing after the refusal was written
+    assert [f for f in commit.finished if f[0] == "g1"] == [("g1", 0)]

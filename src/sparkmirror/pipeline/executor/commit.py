@@ -31,8 +31,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from sparkmirror.kafka.factory import close_within
@@ -71,6 +70,15 @@ def commit_for(plan: WritePlan, partitions: int = 1) -> Commit:
     """The plan's commit for a task of ``partitions`` source partitions: :class:`Transactional`
     exactly-once, else :class:`AtLeastOnce`."""
     return Transactional(plan) if plan.exactly_once else AtLeastOnce(plan, plan.producers_for(partitions))
+
+
+def finish_threads(plan: WritePlan, partitions: Iterable[PartitionKey]) -> int:
+    """Threads a streaming task finishes its intervals in, beside its reads: at least once one (an
+    interval at a time, in order); exactly once one a transaction group, at most
+    :data:`_MAX_COMMIT_THREADS` (each group's intervals still one at a time: :meth:`Sink.seal_groups`)."""
+    if not plan.exactly_once:
+        return 1
+    return max(1, min(_MAX_COMMIT_THREADS, len({plan.transactional_id(t, p) for t, p in partitions})))
 
 
 class AtLeastOnce:
@@ -113,6 +121,10 @@ class AtLeastOnce:
         if producer is None:  # the slot rested: its partition's next record makes it again
             producer = self.producers[slot] = clients.producer(self.plan, slot)
         return producer
+
+    def group_of(self, partition: PartitionKey) -> str | None:
+        """An interval is finished whole, one at a time, on producers that keep taking records."""
+        return None
 
     def rest(self, producer: Producer) -> bool:
         """Close an idle producer, if it holds nothing (no record queued, in flight or unreported) and is
@@ -269,6 +281,10 @@ class Transactional:
                 self._still_ours(tid)
         return producer
 
+    def group_of(self, partition: PartitionKey) -> str | None:
+        """The partition's transactional id: its group's transaction commits on its own."""
+        return self.plan.transactional_id(*partition)
+
     def open(self, parts: Sequence[PartitionWrite]) -> None:
         """After ``init_transactions`` (fencing earlier writers): every partition's progress in one request."""
         progress = committed_progress(self.plan, [(w.remote, w.partition) for w in parts])
@@ -323,27 +339,16 @@ class Transactional:
         w.begun = True
 
     def finish(self, parts: Sequence[PartitionWrite]) -> None:
-        # Each group's transaction waits on its own round trips (flush, offsets, commit): finish
-        # them side by side, not one after another.
+        """Commit the transaction of each group ``parts`` hold, one after another. A streaming task hands
+        each group over on its own, in a thread of its own (:meth:`Sink.seal_groups`,
+        :func:`finish_threads`), so its groups' round trips overlap there. A failure leaves the groups
+        after it open, for :meth:`abandon` to abort."""
         by_tid: dict[str, list[PartitionWrite]] = {}
         for w in parts:
             by_tid.setdefault(self.plan.transactional_id(w.topic, w.partition), []).append(w)
-        if not by_tid:
-            return
-        workers = max(1, min(len(by_tid), _MAX_COMMIT_THREADS))
-        failures: list[BaseException] = []
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sparkmirror-commit") as pool:
-            futures = {tid: pool.submit(self._finish_group, tid, ws) for tid, ws in by_tid.items()}
-            for tid, future in futures.items():
-                try:
-                    future.result()
-                    del self.open_tx[tid]
-                except BaseException as exc:  # noqa: BLE001 - re-raised below, after every group settled
-                    failures.append(exc)
-        for other in failures[1:]:
-            log.error("flow=%s %s", self.plan.flow, other)
-        if failures:
-            raise failures[0]
+        for tid, ws in by_tid.items():
+            self._finish_group(tid, ws)
+            del self.open_tx[tid]
 
     def _finish_group(self, tid: str, parts: list[PartitionWrite]) -> None:
         """Wait for the group's acks, settle refusals, then commit its records, segments and progress (or abort)."""

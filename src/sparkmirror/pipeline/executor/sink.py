@@ -271,6 +271,10 @@ class Commit(Protocol):
     def producer_for(self, partition: PartitionKey) -> Producer:
         """The producer that writes this source partition."""
 
+    def group_of(self, partition: PartitionKey) -> str | None:
+        """The partition's group, finished on its own (exactly once: its transactional id), or None
+        (at least once: an interval is finished whole)."""
+
     def open(self, parts: Sequence[PartitionWrite]) -> None:
         """Ready the partitions before their first record (exactly-once: fence, read progress into ``floor``)."""
 
@@ -306,6 +310,16 @@ class Sink:
         self._begun = 0
         #: Records handed to producers in the streaming engine's earlier intervals (the test hook counts them).
         self._written_before = 0
+        #: Each opened partition's group (:meth:`Commit.group_of`).
+        self._group_of: dict[PartitionKey, str | None] = {}
+        #: Groups sealed by :meth:`seal_groups` and not yet released, with their producers (by ``id``): a
+        #: finishing group's new records are held, not produced, and its producers are not served here.
+        self._holding: dict[str | None, set[int]] = {}
+        self._busy: set[int] = set()
+        #: The records held per partition, in the order read, and how many.
+        self._held: dict[PartitionKey, list[Record]] = {}
+        self.held = 0
+        self._count_lock = threading.Lock()
 
     def open(self, partitions: Iterable[PartitionKey]) -> dict[PartitionKey, int]:
         """Ready these source partitions; returns each one's floor: records below it are already
@@ -319,6 +333,7 @@ class Sink:
             producer = self.commit.producer_for(key)
             w = PartitionWrite(topic, remote, partition, producer, self.plan.max_record_bytes.get(remote))
             self.parts[key] = w
+            self._group_of[key] = self.commit.group_of(key)
             new.append(w)
             self._add(producer)
         if new:
@@ -336,6 +351,8 @@ class Sink:
         if w is None:
             self.open([key])
             w = self.parts[key]
+        if self._holding and self._group_of[key] in self._holding:
+            return self._hold(key, records)
         floor = w.floor
         limit = w.limit
         quick = (limit if limit is not None else 0) - _BATCH_OVERHEAD - _RECORD_OVERHEAD
@@ -475,6 +492,14 @@ class Sink:
             terminal=False,
         ) from None
 
+    def _hold(self, key: PartitionKey, records: Sequence[Record]) -> int:
+        """:meth:`write` for a partition whose group is finishing: its records wait, in order, until
+        :meth:`release_group` writes them (the group's next transaction cannot begin before this one ends).
+        Returns their key and value bytes, as a write would."""
+        self._held.setdefault(key, []).extend(records)
+        self.held += len(records)
+        return sum((len(k) if k is not None else 0) + (len(v) if v is not None else 0) for _o, k, v, _t, _h in records)
+
     def seal(self) -> list[PartitionWrite]:
         """The task's interval ends: every partition written since the last one is handed
         over for :meth:`finish` and continues on the same producer in a fresh write.
@@ -482,11 +507,45 @@ class Sink:
         A fresh write skips nothing its interval's write had not skipped: floor and last offset carry
         over. Its records may be produced while the sealed ones are still being finished.
         """
+        sealed = self._seal()
+        if sealed:
+            with self._count_lock:
+                self._unfinished += 1
+        return sealed
+
+    def seal_groups(self) -> dict[str | None, list[PartitionWrite]]:
+        """:meth:`seal`, each group (:meth:`Commit.group_of`) to be finished on its own, beside the
+        reads: until :meth:`release_group` of a group, its partitions' new records are held, not produced, and
+        its producers are left to its finish. A group still finishing has nothing to seal (its records
+        are held), so a group's intervals are finished one at a time, in order."""
+        groups: dict[str | None, list[PartitionWrite]] = {}
+        for w in self._seal():
+            groups.setdefault(self._group_of[(w.topic, w.partition)], []).append(w)
+        with self._count_lock:
+            self._unfinished += len(groups)
+        for group, parts in groups.items():
+            producers = self._holding[group] = {id(w.producer) for w in parts}
+            self._busy |= producers
+        return groups
+
+    def release_group(self, group: str | None) -> int:
+        """A group's finish ended (committed, or it raised and the task fails anyway): its producers
+        are the loop's again, and the records held meanwhile are written, in order, before any read
+        after them. Returns how many were held."""
+        self._busy -= self._holding.pop(group, set())
+        keys = [k for k in self._held if self._group_of[k] == group]
+        released = 0
+        for key in keys:
+            records = self._held.pop(key)
+            released += len(records)
+            self.write(key, records)
+        self.held -= released
+        return released
+
+    def _seal(self) -> list[PartitionWrite]:
         sealed = [w for w in self.parts.values() if w.begun]
         self._begun = 0
         now = time.monotonic()
-        if sealed:
-            self._unfinished += 1
         for w in sealed:
             self._used[id(w.producer)] = now
             self._written_before += len(w.sent)
@@ -506,7 +565,8 @@ class Sink:
         try:
             self.commit.finish(sealed)
         finally:
-            self._unfinished -= 1
+            with self._count_lock:  # groups finish in threads of their own (:meth:`seal_groups`)
+                self._unfinished -= 1
         acked_at = int(time.time() * 1000)
         results = []
         for w in sealed:
@@ -552,14 +612,17 @@ class Sink:
         lock = self.commit.serving
         if lock.acquire(blocking=False):
             try:
+                busy = self._busy
                 for p in self._producers:
-                    p.poll(0)
+                    if not busy or id(p) not in busy:  # a finishing group's are its finish's to serve
+                        p.poll(0)
             finally:
                 lock.release()
 
     def unserved(self) -> bool:
-        """Whether a producer holds a record whose delivery report has not been served yet."""
-        return any(len(p) for p in self._producers)
+        """Whether a producer the loop serves holds a record whose delivery report has not been served yet."""
+        busy = self._busy
+        return any(len(p) for p in self._producers if not busy or id(p) not in busy)
 
     def _serve(self, producer: Producer) -> None:
         """One producer's delivery reports that have arrived, unless the commit is serving them."""

@@ -29,7 +29,7 @@ import gc
 import logging
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from typing import TYPE_CHECKING
 
@@ -39,7 +39,7 @@ from sparkmirror.kafka.factory import close_within
 from sparkmirror.logs import worker_logging
 from sparkmirror.pipeline.exceptions import WriteError
 from sparkmirror.pipeline.executor import clients
-from sparkmirror.pipeline.executor.commit import commit_for
+from sparkmirror.pipeline.executor.commit import commit_for, finish_threads
 from sparkmirror.pipeline.executor.plan import PartitionKey, WritePlan
 from sparkmirror.pipeline.executor.results import PartitionResult
 from sparkmirror.pipeline.executor.sink import Sink
@@ -122,8 +122,11 @@ class StreamTask:
         sink = Sink(plan, commit_for(plan, len(self.ranges)))
         consumer: Consumer | None = None
         channel = ReportClient(plan.report_address, plan.report_token)
-        # At least once, an interval is finished beside the reads, in this thread (one at a time).
-        finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"sparkmirror-commit-{self.task}")
+        # Intervals are finished beside the reads: at least once in one thread (one at a time), exactly
+        # once each transaction group's on its own.
+        finisher = ThreadPoolExecutor(
+            max_workers=finish_threads(plan, self.ranges), thread_name_prefix=f"sparkmirror-commit-{self.task}"
+        )
         try:
             # Exactly-once: fences earlier writers; both modes: every partition's progress in one request.
             floors = sink.open(list(self.ranges))
@@ -158,23 +161,31 @@ class StreamTask:
     def _copy(
         self, sink: Sink, consumer: Consumer, channel: ReportClient, attempt: int, finisher: ThreadPoolExecutor
     ) -> list[PartitionResult]:
-        """Read, write, and every interval seal what was written and finish it (at least once beside the
-        reads, exactly once in between them), reporting each finished interval, until told to stop."""
+        """Read, write, and every interval seal what was written and finish it beside the reads,
+        reporting each finished interval, until told to stop.
+
+        At least once an interval is finished whole, one at a time, while its producers take the next
+        interval's records. Exactly once each transaction group is finished on its own
+        (:meth:`Sink.seal_groups`): a group's transaction must end before its next begins, so the records
+        read for its partitions meanwhile are held until it has, while every other group's go on."""
         plan = self.plan
-        beside = not plan.exactly_once
+        exactly_once = plan.exactly_once
         interval_s = plan.commit_interval_ms / 1000
-        # Records a crash may leave written but not durable: the interval finishing and the one being
-        # written, so beside the reads each takes at most half of ``sparkmirror.batch.max.records``.
-        most = max(1, plan.interval_max_records // 2 if beside else plan.interval_max_records)
+        # Records a crash may leave written but not durable, at least once: the interval finishing and the
+        # one being written, so each takes at most half of ``sparkmirror.batch.max.records``. Exactly once
+        # nothing unfinished is ever durable; what a finishing group holds is bounded by the same number.
+        most = max(1, plan.interval_max_records if exactly_once else plan.interval_max_records // 2)
         next_commit = time.monotonic() + interval_s
         next_collect = time.monotonic() + _COLLECT_EVERY_S
         collections = 0
         next_report = 0.0  # a task reports (and learns of a stop) at least this often
         next_all = 0.0  # every partition's positions at least this often
-        handed = 0  # records handed to the sink since the last seal
+        handed = 0  # records handed to the sink since the last seal (and written: not held)
         unread = False  # a read was left out since the last report (the last interval still finishing)
         stopping = False
-        finishing: Future[list[PartitionResult]] | None = None
+        refused = False
+        #: Each finishing group's finish (at least once the one group ``None``).
+        finishing: dict[str | None, Future[list[PartitionResult]]] = {}
         last_report = time.monotonic()
         while True:
             if channel.answers != self._answers_applied:
@@ -182,14 +193,19 @@ class StreamTask:
                 self._follow(consumer, channel.answer)
             now = time.monotonic()
             due = now >= next_commit or handed >= most
-            if len(self.done) < len(self.ranges) and not stopping and handed < most:
-                if not sink.written and finishing is None:
+            # Exactly once, a finishing group's records are held: with those written since the last seal,
+            # at most ``most`` of them (an interval's limit, whenever they are written).
+            pending = handed + sink.held
+            if len(self.done) < len(self.ranges) and not stopping and not refused and pending < most:
+                if not sink.written and not finishing:
                     wait = _IDLE_WAIT_S  # nothing written: nothing to commit until a record comes
                 elif not due:
                     wait = min(_IDLE_WAIT_S, next_commit - now)
-                    if wait > _SERVE_WAIT_S and sink.unserved():
-                        wait = _SERVE_WAIT_S  # a delivery report is served (its latency taken) as it comes
-                elif finishing is not None:
+                    if wait > _SERVE_WAIT_S and (sink.unserved() or (exactly_once and finishing)):
+                        # A delivery report is served (its latency taken) as it comes; exactly once, a
+                        # group's held records are written as soon as its finish ends.
+                        wait = _SERVE_WAIT_S
+                elif finishing and not exactly_once:
                     wait = _BUSY_WAIT_S  # due, the last interval still finishing: look again soon
                 else:
                     wait = 0.0  # due: take what is there, then seal
@@ -199,32 +215,43 @@ class StreamTask:
                     time.sleep(hold)
                     self.budget.held(hold)
                 else:
-                    room = self.budget.room(now, most - handed)
+                    room = self.budget.room(now, most - pending)
+                    held_before = sink.held
                     taken, records, nbytes = self._read(consumer, sink, wait, room)
-                    handed += taken
+                    handed += taken - (sink.held - held_before)  # the held ones count once written
                     self._copied += nbytes
                     self.budget.take(nbytes, records, time.monotonic())
-            elif finishing is not None:
+            elif finishing:
                 unread = True  # the consumer fetches ahead meanwhile: ends it hands no record of
-                futures_wait([finishing], timeout=_IDLE_WAIT_S)  # nothing to read until it is done
+                futures_wait(list(finishing.values()), timeout=_IDLE_WAIT_S, return_when=FIRST_COMPLETED)
             sink.serve()
             stopping = stopping or channel.stop_requested  # told to stop: finish what was written, then end
             results: list[PartitionResult] = []
-            if finishing is not None and finishing.done():
-                results, finishing = finishing.result(), None  # the interval's failure fails the task
+            for group, future in list(finishing.items()):
+                if future.done():
+                    del finishing[group]
+                    done = future.result()  # the interval's failure fails the task
+                    results += done
+                    if any(r.error for r in done):
+                        refused = True  # nothing more commits: the flow stops
+                    elif exactly_once and not refused:
+                        handed += sink.release_group(group)  # what was held for it, in its next transaction
             now = time.monotonic()
             ended = len(self.done) == len(self.ranges)
-            if finishing is None and (now >= next_commit or handed >= most or stopping or ended):
-                sealed = sink.seal()
+            seal = not refused and (now >= next_commit or handed >= most or stopping or ended)
+            if seal and (exactly_once or not finishing):
                 handed = 0
                 next_commit = now + interval_s
-                if sealed and beside:
-                    finishing = finisher.submit(sink.finish, sealed)
-                elif sealed:
-                    results = sink.finish(sealed)
-            refused = any(r.error for r in results)
-            final = refused or (ended and finishing is None and not sink.written)
-            final = final or (stopping and finishing is None and not sink.written)  # told to stop: all finished
+                if exactly_once:
+                    for group, parts in sink.seal_groups().items():
+                        finishing[group] = finisher.submit(sink.finish, parts)
+                else:
+                    sealed = sink.seal()
+                    if sealed:
+                        finishing[None] = finisher.submit(sink.finish, sealed)
+            settled = not finishing and not sink.written and not sink.held
+            # Told to stop: all finished. Refused: the other groups' finishes end first, nothing more sealed.
+            final = (refused and not finishing) or (ended and settled) or (stopping and settled)
             beat = now >= next_report  # positions and a sign of life at least this often, the driver's answer too
             if not results and not final and not beat:
                 continue
@@ -250,7 +277,10 @@ class StreamTask:
             last_report = now
             if final:
                 channel.send(report)  # the last one: waits for the driver to have it
-                sink.release()
+                if refused and exactly_once:
+                    sink.abandon()  # groups written since the refusal abort: nothing past it commits
+                else:
+                    sink.release()
                 return results
             channel.post(report)
             if plan.producer_idle_close_ms:

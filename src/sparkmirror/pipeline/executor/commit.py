@@ -479,7 +479,9 @@ class Transactional:
         the next attempt's ``init_transactions`` fences it and aborts its transaction.
         """
         deadline = time.monotonic() + _ABORT_S
-        for producer in self.open_tx.values():
+        # A snapshot: a group's finish still running in its thread (past the task's wait for it) may end
+        # and leave the dict meanwhile.
+        for producer in list(self.open_tx.values()):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -488,7 +490,7 @@ class Transactional:
             except Exception:  # noqa: BLE001 - fatal/fenced/busy producers cannot abort; drop them
                 pass
         self.open_tx.clear()
-        for producer in self.producers.values():
+        for producer in list(self.producers.values()):
             clients.forget(producer)
         for w in parts:
             clients.forget(w.producer)

@@ -582,7 +582,7 @@ class Sink:
         commit allows it (:meth:`Commit.rest`); returns how many. Only between intervals: with a record
         written since the last :meth:`seal`, or an interval not yet finished (its records' reports may
         still be served on its producers, in another thread), none rests."""
-        if self.written or self._unfinished:
+        if self.written or self._unfinished or self._holding or self.held:
             return 0
         now = time.monotonic()
         # A producer not yet looked at is idle from now on (no clock read where one is added: the hot path).
@@ -651,7 +651,7 @@ class Sink:
         written = self._written_before + sum(len(w.sent) for w in self.parts.values())
         if ctx is not None and ctx.attemptNumber() == 0 and written >= self.plan.test_fail_after_records:
             for w in self.parts.values():
-                if w.producer is not None:
+                if w.producer is not None and id(w.producer) not in self._busy:  # a finishing group's: its finish's
                     w.producer.flush(30)
             raise RuntimeError(f"injected task failure after {written} records (test hook)")
 

@@ -60,6 +60,8 @@ _BUSY_WAIT_S = 0.05
 #: Longest wait for a record while a record written is not yet reported delivered: its report is
 #: served between reads, and the metrics take a record's latency when it is.
 _SERVE_WAIT_S = 0.02
+#: Longest wait, exactly once, of a failed task for its other groups' finishes before it aborts what is open.
+_ABANDON_WAIT_S = 30.0
 #: Seconds between two reports of an idle task: how soon it learns of a stop, and the driver of its lag.
 _HEARTBEAT_S = 1.0
 #: Seconds between two looks at every partition's positions (between them, a report looks at those the
@@ -112,6 +114,8 @@ class StreamTask:
         #: What the driver was last told of each partition (next offset, end, read up to): a position
         #: looked at again and found the same is not sent again.
         self._reported: dict[PartitionKey, tuple[int, int, int]] = {}
+        #: The intervals finishing beside the reads, by group (:meth:`_copy`).
+        self._finishing: dict[str | None, Future[list[PartitionResult]]] = {}
 
     def run(self) -> list[PartitionResult]:
         from pyspark import TaskContext
@@ -149,8 +153,13 @@ class StreamTask:
             finisher.shutdown()
             return results
         except BaseException:
-            # An interval still finishing makes only what it acknowledged durable; it is not waited for.
+            # An interval still finishing makes only what it acknowledged durable. At least once it is not
+            # waited for. Exactly once the other groups' finishes are, for a while: each holds its group's
+            # producer, which the abort below must not use at the same time (a finish that ends commits its
+            # own transaction whole; one that does not is fenced by the next attempt's init_transactions).
             finisher.shutdown(wait=False, cancel_futures=True)
+            if plan.exactly_once and self._finishing:
+                futures_wait(list(self._finishing.values()), timeout=_ABANDON_WAIT_S)
             sink.abandon()
             if consumer is not None:
                 clients.discard_consumer(consumer)
@@ -184,8 +193,9 @@ class StreamTask:
         unread = False  # a read was left out since the last report (the last interval still finishing)
         stopping = False
         refused = False
-        #: Each finishing group's finish (at least once the one group ``None``).
-        finishing: dict[str | None, Future[list[PartitionResult]]] = {}
+        #: Each finishing group's finish (at least once the one group ``None``); :meth:`run` waits for
+        #: them before it aborts.
+        finishing = self._finishing
         last_report = time.monotonic()
         while True:
             if channel.answers != self._answers_applied:

@@ -425,15 +425,18 @@ def test_exactly_once_a_group_still_finishing_holds_back_its_own_partitions_only
 
 
 class _RefusingGroup(_SlowGroup):
-    """g1's interval is refused by the target (its transaction aborted); g0's finish waits for the test."""
+    """g1's interval is refused by the target (its transaction aborted) once the test lets it finish; g0's
+    finish waits for the test too."""
 
     def __init__(self) -> None:
         super().__init__()
         self.abandoned = False
+        self.g1_may_finish = threading.Event()
 
     def finish(self, parts: list[object]) -> None:
         group = self.group_of((parts[0].topic, parts[0].partition))  # type: ignore[attr-defined]
         if group == "g1":
+            self.g1_may_finish.wait(10)
             parts[0].refusal = "MSG_SIZE_TOO_LARGE"  # type: ignore[attr-defined]
         super().finish(parts)
 
@@ -442,8 +445,9 @@ class _RefusingGroup(_SlowGroup):
 
 
 def test_exactly_once_a_refused_group_ends_the_task_once_the_other_groups_have_finished() -> None:
-    """A refusal stops the flow: the task seals nothing more, reports the refusal at once, waits for the
-    groups still finishing, and ends aborting what was written since (nothing past a refusal commits)."""
+    """A refusal stops the flow: the task reports it at once, seals nothing more, waits for the groups
+    still finishing and ends aborting what is open. What another group read while it finished stays
+    held: nothing read after the refusal is written."""
     from sparkmirror.pipeline.executor.sink import Sink as RealSink
 
     plan = dataclasses.replace(PLAN, exactly_once=True, commit_interval_ms=30)
@@ -453,23 +457,32 @@ def test_exactly_once_a_refused_group_ends_the_task_once_the_other_groups_have_f
     task.next = {("t", 0): 0, ("t", 1): 0}
     consumer, channel = Consumer([Msg("t", 0, 0), Msg("t", 1, 0)]), Channel()
     finisher = ThreadPoolExecutor(max_workers=2)
-    returned: list[object] = []
-    copy = threading.Thread(target=lambda: returned.append(task._copy(sink, consumer, channel, 0, finisher)))
+    copy = threading.Thread(target=task._copy, args=(sink, consumer, channel, 0, finisher))
+
+    def wait_until(what: object, timeout_s: float = 5) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not what() and time.monotonic() < deadline:  # type: ignore[operator]
+            time.sleep(0.01)
+
+    def refusals() -> list[tuple[int, str | None]]:
+        rows = [PartitionResult.from_row(row) for r in channel.reports for row in r.results]  # type: ignore[attr-defined]
+        return [(r.partition, r.error) for r in rows if r.error]
+
     copy.start()
     try:
-        deadline = time.monotonic() + 5
-        while not any(r.results for r in channel.reports) and time.monotonic() < deadline:  # type: ignore[attr-defined]
-            time.sleep(0.01)
-        consumer.msgs += [Msg("t", 1, 1)]
-        time.sleep(0.2)
-        assert copy.is_alive()  # g0 still finishing
-        rows = [PartitionResult.from_row(row) for r in channel.reports for row in r.results]  # type: ignore[attr-defined]
-        assert [(r.partition, r.error) for r in rows if r.error] == [(1, "MSG_SIZE_TOO_LARGE")]
+        wait_until(lambda: commit.producers["g0"].values and commit.producers["g1"].values)
+        time.sleep(0.1)  # both groups sealed and finishing
+        consumer.msgs += [Msg("t", 0, 1)]
+        wait_until(lambda: sink.held == 1)  # g0 finishing: its record held
+        commit.g1_may_finish.set()
+        wait_until(lambda: bool(refusals()))
+        assert refusals() == [(1, "MSG_SIZE_TOO_LARGE")] and copy.is_alive()  # reported; g0 still finishing
         commit.g0_may_finish.set()
         copy.join(10)
     finally:
         commit.g0_may_finish.set()
+        commit.g1_may_finish.set()
         finisher.shutdown()
     assert not copy.is_alive() and channel.reports[-1].final and commit.abandoned  # type: ignore[attr-defined]
-    assert commit.producers["g1"].values == [b"v0"]  # nothing after the refusal was written
-    assert [f for f in commit.finished if f[0] == "g1"] == [("g1", 0)]
+    assert commit.producers["g0"].values == [b"v0"]  # its record read before the refusal was never written
+    assert commit.finished == [("g1", 0), ("g0", 0)]  # nothing sealed after the refusal

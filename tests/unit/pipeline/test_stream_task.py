@@ -6,6 +6,7 @@ import dataclasses
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
@@ -383,36 +384,44 @@ class _SlowGroup:
         return False
 
 
-def test_exactly_once_a_group_still_finishing_holds_back_its_own_partitions_only() -> None:
-    """Exactly once, each transaction group's interval is finished beside the reads: while one group's
-    commit waits (a slow target), the task goes on reading, the other group's records are written and
-    committed, and the waiting group's are written once its commit has ended, in order."""
+def _two_groups(commit: _SlowGroup) -> tuple[Any, Consumer, Channel, ThreadPoolExecutor, threading.Thread]:
+    """An exactly-once task of ``t[0]`` and ``t[1]`` over a real sink and ``commit``, each partition's first
+    record waiting to be read; its loop in a thread, not started."""
     from sparkmirror.pipeline.executor.sink import Sink as RealSink
 
     plan = dataclasses.replace(PLAN, exactly_once=True, commit_interval_ms=30)
-    commit = _SlowGroup()
-    p0, p1 = commit.producers["g0"], commit.producers["g1"]
     sink = RealSink(plan, commit)  # type: ignore[arg-type]
     task = StreamTask(plan, 0, [SourceRange("t", 0, 0, 100), SourceRange("t", 1, 0, 100)])
     task.next = {("t", 0): 0, ("t", 1): 0}
     consumer, channel = Consumer([Msg("t", 0, 0), Msg("t", 1, 0)]), Channel()
     finisher = ThreadPoolExecutor(max_workers=2)
     copy = threading.Thread(target=task._copy, args=(sink, consumer, channel, 0, finisher))
+    return sink, consumer, channel, finisher, copy
 
-    def wait_until(what: object, timeout_s: float = 5) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not what() and time.monotonic() < deadline:  # type: ignore[operator]
-            time.sleep(0.01)
+
+def _wait_until(what: object, timeout_s: float = 5) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not what() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.01)
+
+
+def test_exactly_once_a_group_still_finishing_holds_back_its_own_partitions_only() -> None:
+    """Exactly once, each transaction group's interval is finished beside the reads: while one group's
+    commit waits (a slow target), the task goes on reading, the other group's records are written and
+    committed, and the waiting group's are written once its commit has ended, in order."""
+    commit = _SlowGroup()
+    p0, p1 = commit.producers["g0"], commit.producers["g1"]
+    sink, consumer, channel, finisher, copy = _two_groups(commit)
 
     copy.start()
     try:
-        wait_until(lambda: ("g1", 0) in commit.finished)  # both sealed; g1's done, g0's waits
+        _wait_until(lambda: ("g1", 0) in commit.finished)  # both sealed; g1's done, g0's waits
         consumer.msgs += [Msg("t", 0, 1), Msg("t", 1, 1)]
-        wait_until(lambda: ("g1", 1) in commit.finished)
+        _wait_until(lambda: ("g1", 1) in commit.finished)
         assert p1.values == [b"v0", b"v1"] and ("g1", 1) in commit.finished  # the other group goes on
         assert p0.values == [b"v0"] and sink.held == 1  # the waiting group's record is held
         commit.g0_may_finish.set()
-        wait_until(lambda: ("g0", 1) in commit.finished)
+        _wait_until(lambda: ("g0", 1) in commit.finished)
         assert p0.values == [b"v0", b"v1"]
     finally:
         commit.g0_may_finish.set()
@@ -448,21 +457,8 @@ def test_exactly_once_a_refused_group_ends_the_task_once_the_other_groups_have_f
     """A refusal stops the flow: the task reports it at once, seals nothing more, waits for the groups
     still finishing and ends aborting what is open. What another group read while it finished stays
     held: nothing read after the refusal is written."""
-    from sparkmirror.pipeline.executor.sink import Sink as RealSink
-
-    plan = dataclasses.replace(PLAN, exactly_once=True, commit_interval_ms=30)
     commit = _RefusingGroup()
-    sink = RealSink(plan, commit)  # type: ignore[arg-type]
-    task = StreamTask(plan, 0, [SourceRange("t", 0, 0, 100), SourceRange("t", 1, 0, 100)])
-    task.next = {("t", 0): 0, ("t", 1): 0}
-    consumer, channel = Consumer([Msg("t", 0, 0), Msg("t", 1, 0)]), Channel()
-    finisher = ThreadPoolExecutor(max_workers=2)
-    copy = threading.Thread(target=task._copy, args=(sink, consumer, channel, 0, finisher))
-
-    def wait_until(what: object, timeout_s: float = 5) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not what() and time.monotonic() < deadline:  # type: ignore[operator]
-            time.sleep(0.01)
+    sink, consumer, channel, finisher, copy = _two_groups(commit)
 
     def refusals() -> list[tuple[int, str | None]]:
         rows = [PartitionResult.from_row(row) for r in channel.reports for row in r.results]  # type: ignore[attr-defined]
@@ -470,12 +466,12 @@ def test_exactly_once_a_refused_group_ends_the_task_once_the_other_groups_have_f
 
     copy.start()
     try:
-        wait_until(lambda: commit.producers["g0"].values and commit.producers["g1"].values)
+        _wait_until(lambda: commit.producers["g0"].values and commit.producers["g1"].values)
         time.sleep(0.1)  # both groups sealed and finishing
         consumer.msgs += [Msg("t", 0, 1)]
-        wait_until(lambda: sink.held == 1)  # g0 finishing: its record held
+        _wait_until(lambda: sink.held == 1)  # g0 finishing: its record held
         commit.g1_may_finish.set()
-        wait_until(lambda: bool(refusals()))
+        _wait_until(lambda: bool(refusals()))
         assert refusals() == [(1, "MSG_SIZE_TOO_LARGE")] and copy.is_alive()  # reported; g0 still finishing
         commit.g0_may_finish.set()
         copy.join(10)

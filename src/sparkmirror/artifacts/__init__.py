@@ -16,10 +16,10 @@ from sparkmirror.artifacts.cache import (
     ArtifactSet,
     cache_root,
     fetch,
-    fetch_all,
     kafka_broker_artifacts,
     mm2_artifacts,
     mm2_client_artifacts,
+    setup_artifacts,
 )
 
 __all__ = [
@@ -28,8 +28,8 @@ __all__ = [
     "ArtifactSet",
     "cache_root",
     "fetch",
-    "fetch_all",
     "kafka_broker_artifacts",
     "mm2_artifacts",
     "mm2_client_artifacts",
+    "setup_artifacts",
 ]

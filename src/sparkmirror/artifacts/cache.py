@@ -206,8 +206,7 @@ def fetch(artifacts: ArtifactSet, *, force: bool = False) -> Path:
     return target
 
 
-def fetch_all(*, force: bool = False) -> dict[str, Path]:
-    """Everything the demo, the tests and the pipeline need (``sparkmirror setup``): the brokers' jars,
-    MM2's client and the transport's Java clients; not MM2 itself (:func:`mm2_artifacts`)."""
-    sets = [kafka_broker_artifacts(), mm2_client_artifacts(), transport_artifacts()]
-    return {s.name: fetch(s, force=force) for s in sets}
+def setup_artifacts() -> list[ArtifactSet]:
+    """Everything the demo, the tests and the pipeline need (``sparkmirror setup`` fetches them): the
+    brokers' jars, MM2's client and the transport's Java clients; not MM2 itself (:func:`mm2_artifacts`)."""
+    return [kafka_broker_artifacts(), mm2_client_artifacts(), transport_artifacts()]

@@ -12,5 +12,6 @@ def setup(force: bool) -> None:
     clients (``sparkmirror.transport = java``) into the cache."""
     from sparkmirror import artifacts
 
-    for name, path in artifacts.fetch_all(force=force).items():
-        click.echo(f"{name}: {len(list(path.glob('*.jar')))} jars in {path}")
+    for art in artifacts.setup_artifacts():
+        path = artifacts.fetch(art, force=force)
+        click.echo(f"{art.name}: {len(art.jars())} jars in {path}")

@@ -1,7 +1,8 @@
 """CPU by process role, or by thread of one process, sampled from ``/proc`` while a probe runs beside it.
 
     .venv/bin/python bench/cpu_sample.py roles START SECONDS
-        % of a core of each role (brokers, load, driver, Python workers, Spark's JVM, the transport JVM)
+        % of a core of each role (brokers, load, driver, its group offset reader, Python workers,
+        Spark's JVM, the transport JVM)
         over SECONDS, from START seconds after it starts
     .venv/bin/python bench/cpu_sample.py threads MARKER COUNT [WAIT]
         every 20 s, COUNT times: the busiest threads of the newest process whose command line holds
@@ -22,6 +23,7 @@ ROLES = (
     (b"TransportServer", "transport-jvm"),
     (b"pyspark.daemon", "py-workers"),
     (b"org.apache.spark", "spark-jvm"),
+    (b"sparkmirror.kafka.groupreader", "group-reader"),
     (b"bin/sparkmirror", "driver"),
     (b"/A/broker", "broker-A"),
     (b"/B/broker", "broker-B"),

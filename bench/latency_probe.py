@@ -17,7 +17,7 @@ least once the two differ by the reader's own delay. One system per run, on two 
 
     .venv/bin/python bench/latency_probe.py [--system sparkmirror|mm2|limit|transport|transport-shared-jvm]
         [--exactly-once] [--topics 200 --partitions 5 --rate 5000 --seconds 30] [--rounds N] [--prop KEY=VALUE ...]
-        [--visible]
+        [--visible] [--groups 1000]
 
 Prints one JSON line per round (``--out FILE`` writes them all). docs/performance.md, "Latency at
 1,000 partitions", has what it found.
@@ -29,6 +29,7 @@ import argparse
 import json
 import logging
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -107,7 +108,8 @@ class VisibleReader(threading.Thread):
 
 
 def cpu_by_role() -> dict[str, float]:
-    """CPU seconds so far of broker A, broker B and the system under test (its live processes), from /proc."""
+    """CPU seconds so far of broker A, broker B, the load generator and the system under test (its live
+    processes), from /proc. Before 2026-12-02 the Java load generator counted as the system's."""
     out: dict[str, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -122,6 +124,8 @@ def cpu_by_role() -> dict[str, float]:
             role = "broker_B"
         elif "latency_probe" in cmd:
             continue
+        elif "PacedLoad" in cmd:  # its class path names ~/.cache/sparkmirror: before the system's markers
+            role = "load"
         elif any(s in cmd for s in SYSTEM_PROCESSES):
             role = "system"
         else:
@@ -168,6 +172,9 @@ def main() -> None:
         choices=["full", "first-tier"],
         help="the brokers' JIT (bench/run.py's option; first-tier: every probe run before 2026-12-01)",
     )
+    ap.add_argument("--groups", type=int, default=0,
+                    help="consumer groups committed on A before the system starts (the scale scenario's 1,000), "
+                    "each on 1-3 partitions of a topic loaded with 10 records a partition first")  # fmt: skip
     ap.add_argument("--out", default="")
     ap.add_argument("--workdir", default="/tmp/sparkmirror-latency-probe")
     args = ap.parse_args()
@@ -184,6 +191,11 @@ def main() -> None:
         remotes = {rep.remote(t): n for t, n in topics.items()}
         scale.create_topics(boots["A"], topics, APPEND)
         scale.create_topics(boots["B"], remotes, APPEND)
+        if args.groups:
+            layout = scale.Scale(topics=args.topics, partitions=args.partitions, hot=0, groups=args.groups)
+            scale.load(boots["A"], dict.fromkeys(topics, 10 * args.partitions), args.partitions, args.size, seed=6)
+            ends = scale.end_offsets(boots["A"], topics)
+            scale.commit_groups(boots["A"], scale.choose_positions(random.Random(6), layout, ends))
         common = rep.Common(bootstraps=boots, partitions=args.partitions, linger_ms=10, batch_size=262144,
                             compression="none", tasks_max=2, limit_threads=2,
                             sparkmirror_extra=dict(p.split("=", 1) for p in args.prop))  # fmt: skip
@@ -230,7 +242,7 @@ def main() -> None:
                 **(visible(seen, on_a, both) if reader is not None else {}),
                 "props": args.prop, "generator": args.generator, "broker_jit": args.broker_jit, "warmup_s": args.warmup,
                 "copying_before_load_s": lat.get("copying_before_load_s"),
-                "generator_producers": args.generator_producers,
+                "generator_producers": args.generator_producers, "groups": args.groups,
             }  # fmt: skip
             print(json.dumps(out), flush=True)
             results.append(out)

@@ -8,8 +8,13 @@ waited for here and their CPU time is counted. It samples the tree from
 ``/proc`` every ``--interval`` seconds and, when the last descendant is gone,
 writes a JSON report:
 
-- ``cpu_s``: user + system CPU of every process of the tree, from
-  ``getrusage(RUSAGE_CHILDREN)`` after all of them were reaped (exact);
+- ``cpu_s``: user + system CPU of every process of the tree: ``getrusage(RUSAGE_CHILDREN)``
+  after all of them were reaped, plus ``cpu_s_auto_reaped``;
+- ``cpu_s_auto_reaped``: the CPU of the processes whose parent ignored ``SIGCHLD`` when they
+  ended, as last sampled. The kernel reaps those itself and adds their time to no one's
+  ``RUSAGE_CHILDREN``; PySpark's worker daemon ignores ``SIGCHLD``, so until 2026-12-02 every
+  Python worker's CPU (the copy's, for sparkmirror) was missing from ``cpu_s``. What such a process
+  used after its last sample (at most ``--interval`` seconds of it) is still missed;
 - ``samples``: ``[wall time, tree CPU seconds so far, tree RSS bytes, machine busy CPU seconds]``;
 - ``peak_rss_mb``: the largest sampled sum of the tree's RSS (shared pages of
   forked workers count once per process, as ``ps`` shows them);
@@ -48,8 +53,9 @@ _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _stat(pid: int) -> tuple[int, float, int] | None:
-    """(parent pid, CPU seconds of the process and its reaped children, RSS bytes) from /proc."""
+def _stat(pid: int) -> tuple[int, float, int, int] | None:
+    """(parent pid, CPU seconds of the process and its reaped children, RSS bytes, start time in
+    ticks) from /proc."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -59,13 +65,50 @@ def _stat(pid: int) -> tuple[int, float, int] | None:
     ppid = int(fields[1])
     utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
     rss_pages = int(fields[21])
-    return ppid, (utime + stime + cutime + cstime) / _TICK, rss_pages * _PAGE
+    return ppid, (utime + stime + cutime + cstime) / _TICK, rss_pages * _PAGE, int(fields[19])
 
 
-def descendants(root: int) -> dict[int, tuple[float, int]]:
-    """Every live (or not yet reaped) descendant of ``root``: pid -> (CPU seconds, RSS bytes)."""
+#: Signal mask bit of SIGCHLD in /proc/<pid>/status (bit n - 1 for signal n).
+_SIGCHLD_BIT = 1 << (signal.SIGCHLD - 1)
+
+
+def ignores_sigchld(pid: int) -> bool:
+    """Whether ``pid`` ignores SIGCHLD (its children are then reaped by the kernel, their CPU lost)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigIgn:"):
+                return bool(int(line.split()[1], 16) & _SIGCHLD_BIT)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+class AutoReaped:
+    """The CPU of descendants that ended under a parent ignoring SIGCHLD, from the samples.
+
+    Each sample notes every descendant's CPU and whether its parent ignores SIGCHLD; a process gone
+    (or its pid reused) by the next sample adds its last CPU when its parent did, unless this wrapper
+    reaped it (its parent ended first and it was handed here: ``RUSAGE_CHILDREN`` has it).
+    """
+
+    def __init__(self) -> None:
+        self.cpu_s = 0.0
+        self._seen: dict[int, tuple[int, float, bool]] = {}  # pid -> (start, cpu, parent ignores SIGCHLD)
+
+    def sample(self, tree: dict[int, tuple[float, int, int, int]], reaped: set[int]) -> None:
+        ignoring = {ppid: ignores_sigchld(ppid) for ppid in {ppid for _c, _r, ppid, _s in tree.values()}}
+        for pid, (start, cpu, lost) in self._seen.items():
+            now = tree.get(pid)
+            if lost and pid not in reaped and (now is None or now[3] != start):
+                self.cpu_s += cpu
+        self._seen = {pid: (start, cpu, ignoring[ppid]) for pid, (cpu, _r, ppid, start) in tree.items()}
+
+
+def descendants(root: int) -> dict[int, tuple[float, int, int, int]]:
+    """Every live (or not yet reaped) descendant of ``root``: pid -> (CPU seconds, RSS bytes, parent pid,
+    start time)."""
     children: dict[int, list[int]] = {}
-    info: dict[int, tuple[float, int]] = {}
+    info: dict[int, tuple[float, int, int, int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -73,8 +116,8 @@ def descendants(root: int) -> dict[int, tuple[float, int]]:
         if st is None:
             continue
         children.setdefault(st[0], []).append(int(entry))
-        info[int(entry)] = (st[1], st[2])
-    out: dict[int, tuple[float, int]] = {}
+        info[int(entry)] = (st[1], st[2], st[0], st[3])
+    out: dict[int, tuple[float, int, int, int]] = {}
     todo = list(children.get(root, []))
     while todo:
         pid = todo.pop()
@@ -152,12 +195,14 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     samples: list[list[float]] = []
+    auto = AutoReaped()
     peak_rss = 0
     peak_by_role: dict[str, int] = {}
     exit_code: int | None = None
     child_gone_at: float | None = None
     while True:
         # Reap whatever finished: the command, its children, orphans handed to us.
+        reaped: set[int] = set()
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -165,22 +210,24 @@ def main() -> int:
                 pid, status = -1, 0
             if pid <= 0:
                 break
+            reaped.add(pid)
             if pid == child.pid:
                 exit_code = os.waitstatus_to_exitcode(status)
                 child.returncode = exit_code  # keep Popen from waiting on a reaped pid
                 child_gone_at = time.monotonic()
         tree = descendants(me)
-        rss = sum(r for _c, r in tree.values())
+        auto.sample(tree, reaped)
+        rss = sum(r for _c, r, _pp, _s in tree.values())
         peak_rss = max(peak_rss, rss)
         by_role: dict[str, int] = {}
-        for pid, (_c, r) in tree.items():
+        for pid, (_c, r, _pp, _s) in tree.items():
             by_role[role(pid)] = by_role.get(role(pid), 0) + r
         for name, r in by_role.items():
             peak_by_role[name] = max(peak_by_role.get(name, 0), r)
         samples.append(
             [
                 round(time.time(), 3),
-                round(sum(c for c, _r in tree.values()) + _reaped_cpu_s(), 3),
+                round(sum(c for c, _r, _pp, _s in tree.values()) + _reaped_cpu_s() + auto.cpu_s, 3),
                 rss,
                 round(machine_busy_cpu_s(), 2),
             ]
@@ -203,7 +250,8 @@ def main() -> int:
         "start": round(start, 3),
         "end": round(time.time(), 3),
         "exit_code": exit_code,
-        "cpu_s": round(_reaped_cpu_s(), 3),
+        "cpu_s": round(_reaped_cpu_s() + auto.cpu_s, 3),
+        "cpu_s_auto_reaped": round(auto.cpu_s, 3),
         "peak_rss_mb": round(peak_rss / 2**20, 1),
         "peak_rss_mb_by_role": {k: round(v / 2**20, 1) for k, v in sorted(peak_by_role.items())},
         "stop_requested": stop_requested_at is not None,

@@ -27,6 +27,9 @@ _CacheKey = tuple[str, ...]
 
 _CLIENTS: dict[_CacheKey, object] = {}
 _LOCK = threading.Lock()
+#: One lock per key, held while its client is made: making one can take seconds (an exactly-once
+#: producer's ``init_transactions``), and only the asks for the same client wait for it.
+_MAKING: dict[_CacheKey, threading.Lock] = {}
 
 
 def _key(kind: str, name: str, generation: str, conf: Mapping[str, str]) -> _CacheKey:
@@ -34,10 +37,19 @@ def _key(kind: str, name: str, generation: str, conf: Mapping[str, str]) -> _Cac
 
 
 def _cached(key: _CacheKey, make: Callable[[], C]) -> C:
+    """The cached client of ``key``, made by ``make`` on the first ask (a failed make caches nothing)."""
     with _LOCK:
         client = _CLIENTS.get(key)
-        if client is None:
-            client = _CLIENTS[key] = make()
+        if client is not None:
+            return client  # type: ignore[return-value]
+        making = _MAKING.setdefault(key, threading.Lock())
+    with making:
+        with _LOCK:
+            client = _CLIENTS.get(key)
+        if client is None:  # not made meanwhile by an ask this one waited for
+            client = make()
+            with _LOCK:
+                _CLIENTS[key] = client
         return client  # type: ignore[return-value]
 
 

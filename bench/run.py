@@ -449,6 +449,7 @@ class Bench:
             "lost": s.records - found.distinct,
             "not_append_time": found.not_append_time,
             "cpu_s_total": stats.get("cpu_s"),
+            "cpu_s_auto_reaped": stats.get("cpu_s_auto_reaped"),
             "peak_rss_mb": stats.get("peak_rss_mb"),
         }
         if stats.get("exit_code") not in (0, None) and system.exits_when_done:
@@ -508,6 +509,7 @@ class Bench:
             "duplicates": found.duplicates,
             "not_append_time": found.not_append_time,
             "cpu_s_total": stats.get("cpu_s"),
+            "cpu_s_auto_reaped": stats.get("cpu_s_auto_reaped"),
             "peak_rss_mb": stats.get("peak_rss_mb"),
             "exit_code": stats.get("exit_code"),
         }

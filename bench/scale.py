@@ -576,7 +576,8 @@ def measure_latency(
             stats.get("cpu_s") or 0,
             stats.get("peak_rss_mb"),
         )
-    out.update(cpu_s_total=stats.get("cpu_s"), peak_rss_mb=stats.get("peak_rss_mb"),
+    out.update(cpu_s_total=stats.get("cpu_s"), cpu_s_auto_reaped=stats.get("cpu_s_auto_reaped"),
+               peak_rss_mb=stats.get("peak_rss_mb"),
                peak_rss_mb_by_role=stats.get("peak_rss_mb_by_role"))  # fmt: skip
     return out
 
@@ -865,6 +866,7 @@ def measure(
     assert stats is not None
     result.update(
         cpu_s_total=stats.get("cpu_s"),
+        cpu_s_auto_reaped=stats.get("cpu_s_auto_reaped"),
         peak_rss_mb=stats.get("peak_rss_mb"),
         peak_rss_mb_by_role=stats.get("peak_rss_mb_by_role"),
         exit_code=stats.get("exit_code"),

@@ -58,7 +58,7 @@ import tempfile
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -470,7 +470,7 @@ def _await_checkpoints(bootstrap: str, positions: Positions, *, timeout_s: float
         time.sleep(2)
 
 
-def _pct(values: list[float], q: float) -> float:
+def _pct(values: Sequence[float], q: float) -> float:
     rank = max(1, min(len(values), round(q / 100 * len(values) + 0.5)))
     return values[rank - 1]
 

@@ -28,8 +28,8 @@ class ExecutorSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="executor-sampler", daemon=True)
 
-    def _sample(self) -> dict[int, tuple[float, int]]:
-        out: dict[int, tuple[float, int]] = {}
+    def _sample(self) -> dict[int, tuple[float, int, int, int]]:
+        out: dict[int, tuple[float, int, int, int]] = {}
         for pid in self.worker_pids:
             out.update(descendants(pid))
         return out
@@ -37,9 +37,9 @@ class ExecutorSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             tree = self._sample()
-            for pid, (cpu, _rss) in tree.items():
+            for pid, (cpu, _rss, _ppid, _start) in tree.items():
                 self._last[pid] = cpu
-            self._peak_rss = max(self._peak_rss, sum(r for _c, r in tree.values()))
+            self._peak_rss = max(self._peak_rss, sum(r for _c, r, _p, _s in tree.values()))
             self._peak_processes = max(self._peak_processes, len(tree))
             self._stop.wait(self.interval)
 

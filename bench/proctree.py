@@ -47,6 +47,7 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import NamedTuple
 
 PR_SET_CHILD_SUBREAPER = 36
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -66,6 +67,16 @@ def _stat(pid: int) -> tuple[int, float, int, int] | None:
     utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
     rss_pages = int(fields[21])
     return ppid, (utime + stime + cutime + cstime) / _TICK, rss_pages * _PAGE, int(fields[19])
+
+
+class Proc(NamedTuple):
+    """One sampled process: CPU seconds (its own and its reaped children's), RSS bytes, parent pid and
+    start time (ticks since boot: a reused pid starts later)."""
+
+    cpu: float
+    rss: int
+    ppid: int
+    start: int
 
 
 #: Signal mask bit of SIGCHLD in /proc/<pid>/status (bit n - 1 for signal n).
@@ -95,20 +106,19 @@ class AutoReaped:
         self.cpu_s = 0.0
         self._seen: dict[int, tuple[int, float, bool]] = {}  # pid -> (start, cpu, parent ignores SIGCHLD)
 
-    def sample(self, tree: dict[int, tuple[float, int, int, int]], reaped: set[int]) -> None:
-        ignoring = {ppid: ignores_sigchld(ppid) for ppid in {ppid for _c, _r, ppid, _s in tree.values()}}
+    def sample(self, tree: dict[int, Proc], reaped: set[int]) -> None:
+        ignoring = {ppid: ignores_sigchld(ppid) for ppid in {p.ppid for p in tree.values()}}
         for pid, (start, cpu, lost) in self._seen.items():
             now = tree.get(pid)
-            if lost and pid not in reaped and (now is None or now[3] != start):
+            if lost and pid not in reaped and (now is None or now.start != start):
                 self.cpu_s += cpu
-        self._seen = {pid: (start, cpu, ignoring[ppid]) for pid, (cpu, _r, ppid, start) in tree.items()}
+        self._seen = {pid: (p.start, p.cpu, ignoring[p.ppid]) for pid, p in tree.items()}
 
 
-def descendants(root: int) -> dict[int, tuple[float, int, int, int]]:
-    """Every live (or not yet reaped) descendant of ``root``: pid -> (CPU seconds, RSS bytes, parent pid,
-    start time)."""
+def descendants(root: int) -> dict[int, Proc]:
+    """Every live (or not yet reaped) descendant of ``root``, by pid."""
     children: dict[int, list[int]] = {}
-    info: dict[int, tuple[float, int, int, int]] = {}
+    info: dict[int, Proc] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -116,8 +126,8 @@ def descendants(root: int) -> dict[int, tuple[float, int, int, int]]:
         if st is None:
             continue
         children.setdefault(st[0], []).append(int(entry))
-        info[int(entry)] = (st[1], st[2], st[0], st[3])
-    out: dict[int, tuple[float, int, int, int]] = {}
+        info[int(entry)] = Proc(cpu=st[1], rss=st[2], ppid=st[0], start=st[3])
+    out: dict[int, Proc] = {}
     todo = list(children.get(root, []))
     while todo:
         pid = todo.pop()
@@ -217,17 +227,17 @@ def main() -> int:
                 child_gone_at = time.monotonic()
         tree = descendants(me)
         auto.sample(tree, reaped)
-        rss = sum(r for _c, r, _pp, _s in tree.values())
+        rss = sum(p.rss for p in tree.values())
         peak_rss = max(peak_rss, rss)
         by_role: dict[str, int] = {}
-        for pid, (_c, r, _pp, _s) in tree.items():
-            by_role[role(pid)] = by_role.get(role(pid), 0) + r
+        for pid, p in tree.items():
+            by_role[role(pid)] = by_role.get(role(pid), 0) + p.rss
         for name, r in by_role.items():
             peak_by_role[name] = max(peak_by_role.get(name, 0), r)
         samples.append(
             [
                 round(time.time(), 3),
-                round(sum(c for c, _r, _pp, _s in tree.values()) + _reaped_cpu_s() + auto.cpu_s, 3),
+                round(sum(p.cpu for p in tree.values()) + _reaped_cpu_s() + auto.cpu_s, 3),
                 rss,
                 round(machine_busy_cpu_s(), 2),
             ]

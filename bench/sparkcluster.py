@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from proctree import descendants
+from proctree import Proc, descendants
 
 
 class ExecutorSampler:
@@ -28,8 +28,8 @@ class ExecutorSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="executor-sampler", daemon=True)
 
-    def _sample(self) -> dict[int, tuple[float, int, int, int]]:
-        out: dict[int, tuple[float, int, int, int]] = {}
+    def _sample(self) -> dict[int, Proc]:
+        out: dict[int, Proc] = {}
         for pid in self.worker_pids:
             out.update(descendants(pid))
         return out
@@ -37,9 +37,9 @@ class ExecutorSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             tree = self._sample()
-            for pid, (cpu, _rss, _ppid, _start) in tree.items():
-                self._last[pid] = cpu
-            self._peak_rss = max(self._peak_rss, sum(r for _c, r, _p, _s in tree.values()))
+            for pid, p in tree.items():
+                self._last[pid] = p.cpu
+            self._peak_rss = max(self._peak_rss, sum(p.rss for p in tree.values()))
             self._peak_processes = max(self._peak_processes, len(tree))
             self._stop.wait(self.interval)
 
@@ -52,7 +52,7 @@ class ExecutorSampler:
         self._thread.join()
 
     def result(self) -> dict[str, Any]:
-        cpu = sum(c - (self._before[p][0] if p in self._before else 0.0) for p, c in self._last.items())
+        cpu = sum(c - (self._before[p].cpu if p in self._before else 0.0) for p, c in self._last.items())
         return {
             "cpu_s": round(cpu, 1),
             "peak_rss_mb": round(self._peak_rss / 2**20, 1),

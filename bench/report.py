@@ -111,9 +111,8 @@ def commit_interval_ms(result: dict[str, Any], system: str = "sparkmirror_exactl
 #: Said where a sparkmirror latency phase's CPU is left out: measured before bench/proctree.py counted the
 #: Python workers (PySpark's worker daemon ignores SIGCHLD, so the kernel reaped them uncounted).
 WORKERS_UNCOUNTED = (
-    "–: not counted, the run's CPU figure left out sparkmirror's Python workers (runs before the count was fixed "
-    "on 2026-12-02; "
-    'docs/performance.md, "The benchmark\'s CPU count missed the Python workers")'
+    "–: not counted, the run's CPU figure left out sparkmirror's Python workers (runs before the count was "
+    'fixed on 2026-12-02; docs/performance.md, "The benchmark\'s CPU count missed the Python workers")'
 )
 
 
@@ -207,12 +206,11 @@ def commit_tradeoff(result: dict[str, Any], json_path: Path) -> list[str]:
 
 
 def _workers_uncounted(result: dict[str, Any], system: str) -> bool:
-    """Whether a sparkmirror system's latency CPU in ``result`` is left out for want of its workers'."""
-    runs = result["systems"].get(system, {})
-    runs = runs.get("per_run", []) if isinstance(runs, dict) else runs
+    """Whether a sparkmirror system's latency CPU in ``result`` (a ``make bench`` result) is left out for
+    want of its workers'."""
     return any(
         (r.get("latency") or {}).get("cpu_s_total") is not None and phase_cpu_s(system, r["latency"]) is None
-        for r in runs
+        for r in result["systems"].get(system, {}).get("per_run", [])
     )
 
 

@@ -36,15 +36,20 @@ setup: install
 demo: setup
 	$(BIN)/sparkmirror demo
 
-# promtool validates the Prometheus alert rules in docs/ (tests/integration/test_alert_rules.py): Debian's
-# `prometheus` package has it; installed here when missing (root, or sudo).
+# Debian packages the tests need, installed when their command is missing (root, or sudo):
+# promtool (package prometheus) validates the Prometheus alert rules in docs/ (tests/integration/test_alert_rules.py),
+# systemd-analyze (package systemd) the systemd unit in deploy/ (tests/unit/deploy/test_systemd_unit.py).
+# $(call apt_tool,COMMAND,PACKAGE)
+apt_tool = command -v $(1) >/dev/null 2>&1 || { \
+	SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	echo "installing $(1) (Debian package $(2))"; \
+	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(2) >/dev/null \
+	|| { $$SUDO apt-get update -q >/dev/null && \
+	     $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(2) >/dev/null; }; }
+
 tools:
-	@command -v promtool >/dev/null 2>&1 || { \
-		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		echo "installing promtool (Debian package prometheus)"; \
-		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null \
-		|| { $$SUDO apt-get update -q >/dev/null && \
-		     $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; }
+	@$(call apt_tool,promtool,prometheus)
+	@$(call apt_tool,systemd-analyze,systemd)
 
 # Fastest tier first, so that a broken change fails in seconds.
 test: setup tools lint

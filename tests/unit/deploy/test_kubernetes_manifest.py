@@ -20,6 +20,7 @@ import yaml
 from kubernetes_validate.utils import ValidationError, all_versions, latest_version
 
 from sparkmirror.config.loader import load_config
+from sparkmirror.pipeline.driver.stream import STOP_BOUND_S
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "kubernetes"
 MANIFEST = DEPLOY / "sparkmirror.yaml"
@@ -190,3 +191,11 @@ def test_the_manifest_matches_the_image() -> None:
     assert _one("Deployment")["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid.group(1))
     config_mount = next(m["mountPath"] for m in _driver()["volumeMounts"] if m["name"] == "config")
     assert _driver()["args"] == ["sparkmirror", "run", config_mount]
+
+
+def test_the_pod_stops_as_the_run_does() -> None:
+    # Kubernetes sends SIGTERM to the container's main process only: `sparkmirror run`, exec'd by the entry
+    # point (not Spark's JVM or the tasks' workers, docs/deployment.md), and SIGKILL after the grace period,
+    # which must outlast the run's own stop and leave Spark's shutdown its seconds.
+    assert 'exec "$@"' in ENTRYPOINT.read_text()
+    assert _one("Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= STOP_BOUND_S + 20

@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 
 #: Seconds a stop waits for the tasks to finish their interval before it cancels them.
 STOP_WAIT_S = 60.0
+#: Seconds a stop then waits for the cancelled tasks to end.
+CANCEL_WAIT_S = 30.0
+#: The longest a flow's stop waits for its tasks; a service manager's stop timeout allows more (deploy/).
+STOP_BOUND_S = STOP_WAIT_S + CANCEL_WAIT_S
 #: Seconds after the job's start by which every task should have reported (else: no free task slot).
 START_WAIT_S = 60.0
 
@@ -199,9 +203,11 @@ class StreamingCopy:
         if self._thread.is_alive():
             log.warning("flow=%s streaming tasks did not stop within %.0fs; cancelling them", self.flow, STOP_WAIT_S)
             self.spark.sparkContext.cancelJobGroup(self.group_id)
-            self._thread.join(30)
+            self._thread.join(CANCEL_WAIT_S)
             if self._thread.is_alive():
-                log.error("flow=%s streaming tasks still running 30s after they were cancelled", self.flow)
+                log.error(
+                    "flow=%s streaming tasks still running %.0fs after they were cancelled", self.flow, CANCEL_WAIT_S
+                )
         self.server.unregister(self.token)
 
     # -- the job -----------------------------------------------------------------------------

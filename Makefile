@@ -38,7 +38,7 @@ demo: setup
 
 # Debian packages the tests need, installed when their command is missing (root, or sudo):
 # promtool (package prometheus) validates the Prometheus alert rules in docs/ (tests/integration/test_alert_rules.py),
-# systemd-analyze (package systemd) the systemd unit in deploy/ (tests/unit/deploy/test_systemd_unit.py).
+# systemd-analyze (package systemd) the systemd unit in deploy/ (tests/integration/test_systemd_verify.py).
 # $(call apt_tool,COMMAND,PACKAGE)
 apt_tool = command -v $(1) >/dev/null 2>&1 || { \
 	SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

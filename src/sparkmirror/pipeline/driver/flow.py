@@ -790,6 +790,11 @@ class Flow:
                 out[t][str(p)] = -2 if at is None else at
         return out
 
+    def request_copy_stop(self) -> None:
+        """Tell the copy's tasks to stop after their interval, without waiting (:meth:`stop_copy` waits)."""
+        if self.copy_job is not None:
+            self.copy_job.request_stop()
+
     def stop_copy(self) -> None:
         """Stop the copy: every task after its current interval (:meth:`StreamingCopy.stop`)."""
         q = self.copy_job

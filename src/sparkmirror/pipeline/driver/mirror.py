@@ -152,8 +152,7 @@ class Mirror:
                     break
                 self._stop.wait(_POLL_S)
         finally:
-            for s in self.supervisors:
-                s.stop()
+            self._stop_flows()
             for lease in leases.values():  # flows that never started
                 lease.release()
             if heartbeats is not None:
@@ -164,6 +163,14 @@ class Mirror:
         if stopped is not None:
             raise stopped
         return self.runners
+
+    def _stop_flows(self) -> None:
+        """Every flow's tasks told to stop first, then each flow stopped: the flows' stops overlap, and a
+        flow's wait for its tasks counts from that first word (``StreamingCopy.stop``)."""
+        for s in self.supervisors:
+            s.flow.request_copy_stop()
+        for s in self.supervisors:
+            s.stop()
 
     def _take_leases(self) -> dict[str, FlowLease]:
         """Every flow's lease, or none (releasing those taken when one is refused)."""

@@ -99,6 +99,8 @@ class StreamingCopy:
         self.recorder = recorder
         self.flow = recorder.flow.name
         self._stop = threading.Event()
+        #: When a stop was first asked for (:meth:`request_stop`): its wait is counted from then.
+        self._stop_asked: float | None = None
         self._lock = threading.Lock()
         self._error: BaseException | None = None
         #: (topic, partition) -> (next offset to copy, source end (-1: not seen yet), read up to) from the
@@ -196,10 +198,18 @@ class StreamingCopy:
         their next answer, before they copy more of them (a re-created topic's offsets are not the old one's)."""
         self.recreated = tuple(sorted(changed)) or self.recreated
 
-    def stop(self) -> None:
-        """Tell every task to stop after its current interval; cancel what has not stopped in time."""
+    def request_stop(self) -> None:
+        """Tell every task to stop after its current interval, without waiting (:meth:`stop` waits)."""
+        if self._stop_asked is None:
+            self._stop_asked = time.monotonic()
         self._stop.set()
-        self._thread.join(STOP_WAIT_S)
+
+    def stop(self) -> None:
+        """Tell every task to stop after its current interval; cancel what has not stopped in time,
+        :data:`STOP_WAIT_S` after the stop was first asked for."""
+        self.request_stop()
+        assert self._stop_asked is not None
+        self._thread.join(max(0.0, self._stop_asked + STOP_WAIT_S - time.monotonic()))
         if self._thread.is_alive():
             log.warning("flow=%s streaming tasks did not stop within %.0fs; cancelling them", self.flow, STOP_WAIT_S)
             self.spark.sparkContext.cancelJobGroup(self.group_id)

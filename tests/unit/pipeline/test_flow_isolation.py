@@ -1,4 +1,5 @@
-"""One flow's terminal error stops that flow only, unless sparkmirror.stop.on.flow.failure (no Spark, no Kafka)."""
+"""One flow's terminal error stops that flow only, unless sparkmirror.stop.on.flow.failure; a run's stop tells every
+flow's tasks before it waits for any (no Spark, no Kafka)."""
 
 from __future__ import annotations
 
@@ -47,3 +48,16 @@ def test_stop_on_flow_failure_stops_the_run() -> None:
     with pytest.raises(FlowFailed):
         mirror._guarded(_supervisor(flows[0], stopped), _fail)  # type: ignore[arg-type]
     assert stopped == []
+
+
+def test_every_flows_tasks_are_told_before_any_flow_is_waited_for() -> None:
+    mirror, _flows, _ = _mirror()
+    calls: list[tuple[str, str]] = []
+
+    def supervisor(name: str) -> SimpleNamespace:
+        flow = SimpleNamespace(request_copy_stop=lambda: calls.append(("told", name)))
+        return SimpleNamespace(flow=flow, stop=lambda: calls.append(("stopped", name)))
+
+    mirror.supervisors = [supervisor("A->B"), supervisor("B->A")]  # type: ignore[list-item]
+    mirror._stop_flows()
+    assert calls == [("told", "A->B"), ("told", "B->A"), ("stopped", "A->B"), ("stopped", "B->A")]

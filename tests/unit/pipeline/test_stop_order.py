@@ -1,5 +1,6 @@
-"""A run's stop tells every flow's tasks first and counts each flow's wait from then (no Spark, no Kafka):
-flows stopped one after another would otherwise each start their wait only when their turn came."""
+"""A flow's stop counts its wait for its tasks from the first word to them (no Spark, no Kafka): a run tells
+every flow's tasks first, then stops the flows one after another (test_flow_isolation.py), and each flow's
+wait would otherwise begin only at its turn."""
 
 from __future__ import annotations
 
@@ -9,31 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from sparkmirror.config import load_config
 from sparkmirror.pipeline.driver import stream
-from sparkmirror.pipeline.driver.mirror import Mirror
 from sparkmirror.pipeline.driver.stream import StreamingCopy
-
-CONFIG = """\
-clusters = A, B
-A.bootstrap.servers = 127.0.0.1:1
-B.bootstrap.servers = 127.0.0.1:2
-A->B.enabled = true
-B->A.enabled = true
-"""
-
-
-def test_every_flows_tasks_are_told_before_any_flow_is_waited_for() -> None:
-    mirror = Mirror(load_config(CONFIG))
-    calls: list[tuple[str, str]] = []
-
-    def supervisor(name: str) -> SimpleNamespace:
-        flow = SimpleNamespace(request_copy_stop=lambda: calls.append(("told", name)))
-        return SimpleNamespace(flow=flow, stop=lambda: calls.append(("stopped", name)))
-
-    mirror.supervisors = [supervisor("A->B"), supervisor("B->A")]  # type: ignore[list-item]
-    mirror._stop_flows()
-    assert calls == [("told", "A->B"), ("told", "B->A"), ("stopped", "A->B"), ("stopped", "B->A")]
 
 
 def test_a_flows_wait_for_its_tasks_counts_from_the_first_word(monkeypatch: pytest.MonkeyPatch) -> None:

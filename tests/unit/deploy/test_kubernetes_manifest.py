@@ -20,8 +20,7 @@ import yaml
 from kubernetes_validate.utils import ValidationError, all_versions, latest_version
 
 from sparkmirror.config.loader import load_config
-from sparkmirror.kafka.lease import CLOSE_WAIT_S
-from sparkmirror.pipeline.driver.stream import STOP_BOUND_S
+from sparkmirror.pipeline.driver.mirror import RUN_STOP_BOUND_S
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "kubernetes"
 MANIFEST = DEPLOY / "sparkmirror.yaml"
@@ -197,7 +196,7 @@ def test_the_manifest_matches_the_image() -> None:
 def test_the_pod_stops_as_the_run_does() -> None:
     # Kubernetes sends SIGTERM to the container's main process only: `sparkmirror run`, exec'd by the entry
     # point (not Spark's JVM or the tasks' workers, docs/deployment.md), and SIGKILL after the grace period,
-    # which must outlast the run's own stop: its tasks', the lease let go of, the summary.
+    # which must outlast the run's own stop (test_systemd_unit.py: the same bound).
     assert 'exec "$@"' in ENTRYPOINT.read_text()
     grace = _one("Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    assert grace >= STOP_BOUND_S + CLOSE_WAIT_S + 10
+    assert grace >= RUN_STOP_BOUND_S

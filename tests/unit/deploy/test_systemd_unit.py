@@ -11,15 +11,12 @@ import re
 from pathlib import Path
 
 from sparkmirror.errors import ConfigError, SparkMirrorError
-from sparkmirror.kafka.lease import CLOSE_WAIT_S, LeaseHeld
+from sparkmirror.kafka.lease import LeaseHeld
 from sparkmirror.kafka.topicids import TopicRecreated
-from sparkmirror.pipeline.driver.stream import STOP_BOUND_S
+from sparkmirror.pipeline.driver.mirror import RUN_STOP_BOUND_S
 from sparkmirror.pipeline.exceptions import InstanceConflict, SourceLossError, TopicRecreatedError
 
 UNIT = Path(__file__).resolve().parents[3] / "deploy" / "systemd" / "sparkmirror.service"
-#: Seconds left after the tasks' stop, before systemd's SIGKILL, for the rest of it: the flow's lease let go
-#: of (up to ``CLOSE_WAIT_S``) and the run's summary.
-AFTER_TASKS_S = CLOSE_WAIT_S + 10
 
 
 def _service() -> dict[str, str]:
@@ -44,7 +41,7 @@ def test_sigterm_reaches_the_run_alone_and_the_stop_outlasts_its_bound() -> None
     assert service["ExecStart"].split()[1:3] == ["run", "/etc/sparkmirror/mm2.properties"]
     assert service["KillMode"] == "mixed"
     assert service.get("KillSignal", "SIGTERM") == "SIGTERM"
-    assert int(service["TimeoutStopSec"]) >= STOP_BOUND_S + AFTER_TASKS_S
+    assert int(service["TimeoutStopSec"]) >= RUN_STOP_BOUND_S
 
 
 def test_the_codes_not_restarted_on_are_those_the_run_gave_up_with() -> None:

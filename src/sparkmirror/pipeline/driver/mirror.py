@@ -15,11 +15,12 @@ from sparkmirror.errors import ConfigError
 from sparkmirror.heartbeats.emitter import HeartbeatEmitter
 from sparkmirror.kafka.access import AccessDenied
 from sparkmirror.kafka.flowclients import ClusterClients, FlowClients
-from sparkmirror.kafka.lease import FlowLease
+from sparkmirror.kafka.lease import CLOSE_WAIT_S, FlowLease
 from sparkmirror.pipeline.driver.control import TargetShares
 from sparkmirror.pipeline.driver.flow import Flow, take_lease
 from sparkmirror.pipeline.driver.scheduler import Scheduler
 from sparkmirror.pipeline.driver.startup import wait_for_clusters
+from sparkmirror.pipeline.driver.stream import STOP_BOUND_S
 from sparkmirror.pipeline.driver.supervisor import FlowSupervisor
 from sparkmirror.pipeline.exceptions import FlowFailed, stopped_flows_error
 
@@ -32,6 +33,10 @@ log = logging.getLogger(__name__)
 
 #: How often the main loop looks at the flows, in seconds.
 _POLL_S = 0.5
+#: What a service manager's stop timeout must allow `sparkmirror run` (deploy/: systemd's TimeoutStopSec,
+#: Kubernetes' grace period), with one flow's tasks hung: the wait for the copy (``STOP_BOUND_S``), for the
+#: flow's lease to be let go of (``CLOSE_WAIT_S``), and 10 s for the run's summary.
+RUN_STOP_BOUND_S = STOP_BOUND_S + CLOSE_WAIT_S + 10.0
 
 
 class Mirror:

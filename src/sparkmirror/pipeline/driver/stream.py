@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 STOP_WAIT_S = 60.0
 #: Seconds a stop then waits for the cancelled tasks to end.
 CANCEL_WAIT_S = 30.0
-#: The longest a flow's stop waits for its tasks; a service manager's stop timeout allows more (deploy/).
+#: The longest a flow's stop waits for its tasks (``mirror.RUN_STOP_BOUND_S``: the whole run's stop).
 STOP_BOUND_S = STOP_WAIT_S + CANCEL_WAIT_S
 #: Seconds after the job's start by which every task should have reported (else: no free task slot).
 START_WAIT_S = 60.0

@@ -19,7 +19,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_helpers import Rec, create_topics, produce, read_partition, running_mirror, unique, wait_for, write_config
+from kafka_helpers import (
+    Rec,
+    create_topics,
+    produce,
+    read_partition,
+    run_cli,
+    running_mirror,
+    unique,
+    wait_for,
+    write_config,
+)
 from kafka_helpers import varied_records as _records
 from sparkmirror.config import load_config
 from sparkmirror.core.naming import progress_group
@@ -183,10 +193,11 @@ def test_each_flow_has_tasks_of_its_own_and_a_backlog_does_not_delay_another(
 ) -> None:
     """Two flows in one process (the session's two task slots, one task each): while A->B copies a
     backlog, the other flow's records each arrive while A->B copies fewer than :data:`_FAIR_BOUND`
-    records at the median and :data:`_FAIR_ANY` at most, measured in A->B's progress. The backlog is
-    large enough that A->B is still copying when the other flow's first records are timed, even when
-    that flow's task starts late. The other flow: B->A, or C->B into the same target (C is a second
-    alias of A's brokers, with its own remote topics, offset map and lease on B)."""
+    records at the median and :data:`_FAIR_ANY` at most, measured in A->B's progress. A->B starts
+    paused and is resumed once the other flow's task runs, so the whole backlog waits when the timing
+    starts, however late that task starts; the backlog outlasts the timing. The other flow: B->A, or
+    C->B into the same target (C is a second alias of A's brokers, with its own remote topics, offset
+    map and lease on B)."""
     big, small = unique("backlog"), unique("trickle")
     y_source, y_alias = ("B", "B") if topology == "A->B with B->A" else ("A", "C")
     y_target = "A" if y_alias == "B" else "B"
@@ -232,13 +243,18 @@ def test_each_flow_has_tasks_of_its_own_and_a_backlog_does_not_delay_another(
                     return
         raise AssertionError(f"{y}'s record {n} did not arrive within 60 s")
 
+    # A->B starts paused, so its whole backlog is still there when the other flow's task is known to run
+    done = run_cli("pause", str(cfg), "--flow", "A->B")
+    assert done.returncode == 0, done.stdout + done.stderr
     waited: list[int] = []
     with running_mirror(cfg):
-        wait_for(lambda: copied() > 0, timeout_s=120, what="A->B to copy")
         remote = f"{y_alias}.{small}"
         wait_for(lambda: _count(bootstraps[y_target], remote, 0) >= 0, timeout_s=120, what=f"{y}'s remote topic")
         reader.assign([TopicPartition(remote, 0, 0)])
         arrives(0)  # the other flow's task is running
+        done = run_cli("resume", str(cfg), "--flow", "A->B")
+        assert done.returncode == 0, done.stdout + done.stderr
+        wait_for(lambda: copied() > 0, timeout_s=120, what="A->B to copy")
         for n in range(1, 6):
             before = copied()
             if before >= backlog:

@@ -20,7 +20,16 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from kafka_helpers import admin, create_topics, read_partition, run_cli, sparkmirror_cmd, unique, write_config
+from kafka_helpers import (
+    admin,
+    create_topics,
+    read_partition,
+    run_cli,
+    sparkmirror_cmd,
+    unique,
+    wait_for,
+    write_config,
+)
 
 PARTITIONS = 6
 EOS = "exactly.once.source.support = enabled\nsparkmirror.batch.max.records = 20000\n"
@@ -132,8 +141,15 @@ def test_sigkill_repeatedly_no_duplicates_no_loss(
     log = tmp_path / "run.log"
     with log.open("ab") as out:
         for kill in range(kills):
+            launched = _copies_launched(log, transport)
             proc = subprocess.Popen(sparkmirror_cmd("run", str(cfg)), stdout=out, stderr=subprocess.STDOUT)
-            time.sleep(rng.uniform(10, 22))
+            # killed mid-copy: after the run launched its tasks (a slow host's start can take 20 s and more)
+            wait_for(
+                lambda n=launched, p=proc: _copies_launched(log, transport) > n or p.poll() is not None,
+                timeout_s=180,
+                what=f"run #{kill + 1} to launch its copy",
+            )
+            time.sleep(rng.uniform(2, 12))
             assert proc.poll() is None, f"sparkmirror run exited early:\n{log.read_text()[-3000:]}"
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
@@ -145,10 +161,15 @@ def test_sigkill_repeatedly_no_duplicates_no_loss(
     assert result.returncode == 0, result.stderr[-3000:]
     assert "mode=exactly-once" in result.stderr
     # Every killed run had started its copy (its tasks on these clients) before it was killed.
-    started = log.read_text().count(f"(clients: {transport})")
+    started = _copies_launched(log, transport)
     assert started >= kills, f"{started} of {kills} killed runs had started their copy"
     _assert_exactly_once(bootstraps, topic, committed)
     print(f"records={sum(len(v) for v in committed.values())} committed, kills={kills}, duplicates=0, lost=0")
+
+
+def _copies_launched(log: Path, transport: str) -> int:
+    """How many times the runs logged so far launched their copy tasks on ``transport``'s clients."""
+    return log.read_text(errors="replace").count(f"(clients: {transport})")
 
 
 def test_task_failure_mid_transaction_and_a_second_run_leave_no_duplicate(bootstraps, tmp_path: Path) -> None:

@@ -198,18 +198,19 @@ class StreamingCopy:
         their next answer, before they copy more of them (a re-created topic's offsets are not the old one's)."""
         self.recreated = tuple(sorted(changed)) or self.recreated
 
-    def request_stop(self) -> None:
-        """Tell every task to stop after its current interval, without waiting (:meth:`stop` waits)."""
+    def request_stop(self) -> float:
+        """Tell every task to stop after its current interval, without waiting (:meth:`stop` waits);
+        returns when the stop was first asked for."""
         if self._stop_asked is None:
             self._stop_asked = time.monotonic()
         self._stop.set()
+        return self._stop_asked
 
     def stop(self) -> None:
         """Tell every task to stop after its current interval; cancel what has not stopped in time,
         :data:`STOP_WAIT_S` after the stop was first asked for."""
-        self.request_stop()
-        assert self._stop_asked is not None
-        self._thread.join(max(0.0, self._stop_asked + STOP_WAIT_S - time.monotonic()))
+        asked = self.request_stop()
+        self._thread.join(max(0.0, asked + STOP_WAIT_S - time.monotonic()))
         if self._thread.is_alive():
             log.warning("flow=%s streaming tasks did not stop within %.0fs; cancelling them", self.flow, STOP_WAIT_S)
             self.spark.sparkContext.cancelJobGroup(self.group_id)

@@ -52,8 +52,11 @@ tools:
 	@$(call apt_tool,systemd-analyze,systemd)
 
 # Fastest tier first, so that a broken change fails in seconds.
+# Two pytest workers, each with its own clusters and Spark session, a test file on one worker (its
+# module's clusters shared): most of a test's time is a wait on Kafka or Spark, so two overlap
+# (docs/decisions.md, "The test run on two workers").
 test: setup tools lint
-	$(BIN)/python -m pytest --durations=50 tests/unit tests/integration tests/e2e
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=50 tests/unit tests/integration tests/e2e
 
 unit: install
 	$(BIN)/python -m pytest tests/unit

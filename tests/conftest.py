@@ -104,15 +104,33 @@ def pytest_configure(config: pytest.Config) -> None:
     _CONFIG.append(config)
 
 
+def _note_last_in_module(nodeids: list[str]) -> None:
+    modules = [n.split("::")[0] for n in nodeids]
+    following = [*modules[1:], ""]
+    _LAST_IN_MODULE.update(n for n, m, f in zip(nodeids, modules, following, strict=True) if m != f)
+
+
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    """On two workers (``make test``) the controller collects nothing itself: each module's last test
+    comes from the workers' collection."""
+    _note_last_in_module(ids)
+
+
 @pytest.hookimpl(trylast=True)  # after the terminal reporter has written the module's progress
 def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
     """End each module's line with the minutes since the run began: a run that CI stops at its time
-    limit prints no --durations table, and this still tells where the time went."""
+    limit prints no --durations table, and this still tells where the time went. On two workers the
+    progress is a line of dots, so a module's end gets a line of its own."""
     if nodeid not in _LAST_IN_MODULE or not _CONFIG or _CONFIG[0].get_verbosity() != 0:
         return
     reporter = _CONFIG[0].pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write(f" {(time.monotonic() - _SESSION_START) / 60:.1f} min", flush=True)
+    if reporter is None:
+        return
+    minutes = f"{(time.monotonic() - _SESSION_START) / 60:.1f} min"
+    if _CONFIG[0].pluginmanager.has_plugin("dsession"):  # xdist's controller
+        reporter.write(f"\n{nodeid.split('::')[0]} done at {minutes}\n", flush=True)
+    else:
+        reporter.write(f" {minutes}", flush=True)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -129,9 +147,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         rel = Path(str(item.path)).relative_to(root)
         if rel.parts and rel.parts[0] in counts:
             counts[rel.parts[0]] += 1
-    modules = [i.nodeid.split("::")[0] for i in items]
-    following = [*modules[1:], ""]
-    _LAST_IN_MODULE.update(i.nodeid for i, m, n in zip(items, modules, following, strict=True) if m != n)
+    _note_last_in_module([i.nodeid for i in items])
     empty = [t for t, n in counts.items() if n == 0]
     if empty:
         raise pytest.UsageError(f"no tests collected in tests/{', tests/'.join(empty)}")

@@ -269,14 +269,26 @@ def test_each_flow_has_tasks_of_its_own_and_a_backlog_does_not_delay_another(
 
 
 def _pyspark_workers() -> dict[int, int]:
-    """PySpark's Python workers on this host (forked by its daemon): pid -> parent pid."""
+    """This test process's PySpark Python workers (forked by its daemon): pid -> parent pid."""
     found = _processes(b"pyspark.daemon")
     return {pid: ppid for pid, ppid in found.items() if ppid in found}  # the daemon's children only
 
 
-def _processes(marker: bytes) -> dict[int, int]:
-    """Processes on this host whose command line holds ``marker``: pid -> parent pid."""
-    out: dict[int, int] = {}
+def _transport_jvms() -> dict[int, int]:
+    """The transport JVMs of this test process's Spark application: pid -> parent pid. Told apart by
+    the application's files directory in their command line (the JVM runs in a session of its own, so
+    it is no descendant once the worker that started it is gone)."""
+    from pyspark import SparkFiles
+
+    return _processes(b"TransportServer", str(Path(SparkFiles.getRootDirectory()).resolve()).encode(), mine=False)
+
+
+def _processes(*markers: bytes, mine: bool = True) -> dict[int, int]:
+    """Processes whose command line holds every one of ``markers``: pid -> parent pid; with ``mine``,
+    this test process's descendants only: another test run on the host (a second pytest worker) has
+    workers of its own, which this one must neither kill nor count."""
+    parents: dict[int, int] = {}
+    marked: set[int] = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -285,9 +297,21 @@ def _processes(marker: bytes) -> dict[int, int]:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if marker in cmdline:
-            out[int(entry.name)] = ppid
-    return out
+        parents[int(entry.name)] = ppid
+        if all(m in cmdline for m in markers):
+            marked.add(int(entry.name))
+    me = os.getpid()
+
+    def descends(pid: int) -> bool:
+        seen: set[int] = set()
+        while pid > 1 and pid not in seen:
+            if pid == me:
+                return True
+            seen.add(pid)
+            pid = parents.get(pid, 0)
+        return False
+
+    return {pid: parents[pid] for pid in marked if not mine or descends(parents[pid])}
 
 
 def _cpu_seconds(pids: Iterable[int]) -> float:
@@ -415,7 +439,7 @@ def test_a_killed_python_worker_or_transport_jvm_is_replaced_and_its_task_resume
         for p, recs in sent.items():
             produce(bootstraps["A"], topic, p, recs[:200])
         wait_for(lambda: all(_count(bootstraps["B"], remote, p) >= 200 for p in sent), timeout_s=60, what="B")
-        workers = _pyspark_workers() if victim == "python worker" else _processes(b"TransportServer")
+        workers = _pyspark_workers() if victim == "python worker" else _transport_jvms()
         assert workers
         for pid in workers:
             os.kill(pid, signal.SIGKILL)
@@ -423,7 +447,7 @@ def test_a_killed_python_worker_or_transport_jvm_is_replaced_and_its_task_resume
             produce(bootstraps["A"], topic, p, recs[200:])
         wait_for(lambda: all(_count(bootstraps["B"], remote, p) >= 400 for p in sent), timeout_s=120, what="the rest")
         if victim == "transport JVM":  # the retried tasks started another
-            assert set(_processes(b"TransportServer")) - set(workers)
+            assert set(_transport_jvms()) - set(workers)
         time.sleep(1)
     for p, recs in sent.items():
         values = [r.value for r in read_partition(bootstraps["B"], remote, p)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -85,10 +86,37 @@ def _with_log(conf: Mapping[str, Setting]) -> dict[str, object]:
     return {"log_level": "4", **conf, "logger": _LOG}
 
 
-def new_producer(conf: Mapping[str, Setting]) -> Producer:
+class BrokersWatch:
+    """A producer's ``error_cb``: when it last lost every broker of its cluster (librdkafka's
+    ``_ALL_BROKERS_DOWN``), on the clock of :func:`time.monotonic`. Each error is logged with the line
+    librdkafka writes itself when a client has no ``error_cb`` (``ERROR [client] description: text``,
+    through :class:`LibrdkafkaLog`: transient ones at INFO).
+
+    Exactly once a transaction's offsets call can wait on the coordinator librdkafka knew before such a
+    loss, with every broker back (``pipeline/executor/waits.py``); the commit asks this first."""
+
+    def __init__(self, client: str) -> None:
+        self.client = client
+        self.lost_at: float | None = None
+
+    def __call__(self, err: object) -> None:
+        from confluent_kafka import KafkaError
+
+        if isinstance(err, KafkaError):
+            if err.code() == KafkaError._ALL_BROKERS_DOWN:
+                self.lost_at = time.monotonic()
+            described = KafkaError(err.code()).str()  # librdkafka's description of the code
+            _LOG.log(logging.ERROR, "%s", f"ERROR [{self.client}] {described}: {err.str()}")
+
+
+def new_producer(conf: Mapping[str, Setting], *, watch: BrokersWatch | None = None) -> Producer:
+    """A producer; with ``watch``, its ``error_cb`` (:class:`BrokersWatch`)."""
     from confluent_kafka import Producer
 
-    return Producer(_with_log(conf))
+    settings = _with_log(conf)
+    if watch is not None:
+        settings["error_cb"] = watch
+    return Producer(settings)
 
 
 def new_consumer(conf: Mapping[str, Setting]) -> Consumer:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import threading
 import time
 from types import SimpleNamespace
@@ -214,6 +215,95 @@ def test_a_send_offsets_that_never_answers_while_the_progress_group_answers_fail
     # The open (progress read) asked the cached consumer; the probe asked a new one, for the transaction's
     # own partitions (asking the cached one, which no longer answers, the task would wait out the limit).
     assert len(cached_asked) == 1 and fresh_asked and all(a == [("A.t", 0), ("A.t", 1)] for a in fresh_asked)
+
+
+def test_a_producer_that_lost_every_broker_fails_its_group_before_the_offsets_call_and_is_not_aborted(
+    producers: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After the whole target was down librdkafka's offsets call waited 40 s on the coordinator it knew
+    before (every broker back): a group whose producer reported ``_ALL_BROKERS_DOWN`` fails the task
+    (retriable) before the call, and the abandon does not ask it to abort (that would wait likewise);
+    the retry's fence aborts its transaction. A producer without such a loss commits as before."""
+    from confluent_kafka import KafkaError
+
+    from sparkmirror.kafka.factory import LOGGER_NAME, BrokersWatch
+
+    watches: list[BrokersWatch] = []
+    made = clients.transactional_producer
+
+    def watched(plan: WritePlan, partition: tuple[str, int]) -> FakeProducer:
+        p = made(plan, partition)
+        if id(p) not in clients._WATCHES:  # as the real one registers a librdkafka producer's error_cb
+            watches.append(clients._WATCHES.setdefault(id(p), BrokersWatch(p.tid)))
+        return p
+
+    monkeypatch.setattr(clients, "transactional_producer", watched)
+    monkeypatch.setattr(clients, "_WATCHES", {})
+    sink = _write(_plan(1), [("t", 0), ("t", 1)])
+    (watch,) = watches
+    with caplog.at_level(logging.INFO, logger=LOGGER_NAME):
+        watch(KafkaError(KafkaError._TRANSPORT, "Connect to ipv4#127.0.0.1:9092 failed: Connection refused"))
+        assert watch.lost_at is None, "one broker's failed connect is no loss of every broker"
+        watch(KafkaError(KafkaError._ALL_BROKERS_DOWN, "3/3 brokers are down"))
+    # Logged as librdkafka logs an error without an error_cb; a transient one at INFO.
+    assert [(r.levelno, r.getMessage()) for r in caplog.records][-2:] == [
+        (logging.INFO, "ERROR [sparkmirror-A-B-#0-of-1] Local: Broker transport failure: Connect to "
+         "ipv4#127.0.0.1:9092 failed: Connection refused"),
+        (logging.INFO, "ERROR [sparkmirror-A-B-#0-of-1] Local: All broker connections are down: 3/3 brokers are down"),
+    ]  # fmt: skip
+    with pytest.raises(WriteError) as raised:
+        _finish(sink)
+    assert raised.value.retriable and "lost every broker" in str(raised.value) and "#5511" in str(raised.value)
+    assert "t[0] offsets 10..12" in str(raised.value)
+    sink.abandon()
+    ((p,),) = producers.values()
+    assert [c[0] for c in p.calls] == ["begin", "segment", "segment"], "no offsets call, no abort"
+
+    # The retry's producer has lost nothing: it commits.
+    _finish(_write(_plan(1), [("t", 0)]))
+    assert [c[0] for c in producers["sparkmirror-A-B-#0-of-1"][-1].calls][-2:] == ["offsets", "commit"]
+
+
+def test_a_transactional_producer_watches_for_a_loss_of_every_broker_from_its_init_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The real registration: each transactional librdkafka producer gets a watch as its ``error_cb``; a
+    loss reported while ``init_transactions`` waited (queued until the next poll) is over once it answered;
+    a later one is kept; ``forget`` drops the watch with the producer."""
+    from confluent_kafka import KafkaError
+
+    from sparkmirror.kafka import factory
+
+    class Made:
+        def __init__(self, watch: Any) -> None:
+            self.watch, self.queued = watch, []
+
+        def init_transactions(self, _timeout: float) -> None:
+            # The target away while it waited: librdkafka queues the report until the client is polled.
+            self.queued.append(KafkaError(KafkaError._ALL_BROKERS_DOWN, "3/3 brokers are down"))
+
+        def poll(self, _timeout: float = 0) -> int:
+            while self.queued:
+                self.watch(self.queued.pop(0))
+            return 0
+
+    made: list[Made] = []
+
+    def new_producer(_conf: Any, *, watch: Any = None) -> Made:
+        made.append(Made(watch))
+        return made[-1]
+
+    monkeypatch.setattr(factory, "new_producer", new_producer)
+    monkeypatch.setattr(clients, "_WATCHES", {})
+    monkeypatch.setattr(clients, "_CLIENTS", {})
+    p = clients.transactional_producer(_plan(1), ("t", 0))
+    assert p is made[0] and made[0].watch.client == "sparkmirror-A-B-#0-of-1"
+    p.poll(0)
+    assert clients.brokers_lost_at(p) is None, "the loss while init_transactions waited is over"
+    made[0].watch(KafkaError(KafkaError._ALL_BROKERS_DOWN, "3/3 brokers are down"))
+    assert clients.brokers_lost_at(p) is not None
+    clients.forget(p)
+    assert clients.brokers_lost_at(p) is None and not clients._WATCHES
 
 
 def test_a_record_the_target_refused_inside_a_transaction_stops_the_flow_naming_its_batch() -> None:

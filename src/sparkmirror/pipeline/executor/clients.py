@@ -22,11 +22,16 @@ if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
+    from sparkmirror.kafka.factory import BrokersWatch
+
 C = TypeVar("C")
 _CacheKey = tuple[str, ...]
 
 _CLIENTS: dict[_CacheKey, object] = {}
 _LOCK = threading.Lock()
+#: The ``error_cb`` of each cached transactional librdkafka producer, by the producer's ``id`` (a
+#: librdkafka client takes no attributes of its own); dropped with the producer (:func:`forget`).
+_WATCHES: dict[int, BrokersWatch] = {}
 #: One lock per key, held while its client is made: making one can take seconds (an exactly-once
 #: producer's ``init_transactions``), and only the asks for the same client wait for it.
 _MAKING: dict[_CacheKey, threading.Lock] = {}
@@ -59,6 +64,17 @@ def forget(client: object) -> None:
         for k, v in list(_CLIENTS.items()):
             if v is client:
                 del _CLIENTS[k]
+        _WATCHES.pop(id(client), None)
+
+
+def brokers_lost_at(producer: object) -> float | None:
+    """When a transactional librdkafka producer lost every broker of the target since its
+    ``init_transactions`` answered (``None``: it has not; always ``None`` for the transport's). Such a
+    producer is not asked to talk to its coordinators again: the commit fails its task before the
+    offsets call (:meth:`~.commit.Transactional._commit`) and the abort passes it by; the task's retry
+    makes new producers, whose fence aborts what it left open."""
+    watch = _WATCHES.get(id(producer))
+    return None if watch is None else watch.lost_at
 
 
 def close_all() -> None:
@@ -66,6 +82,7 @@ def close_all() -> None:
     with _LOCK:
         cached = list(_CLIENTS.values())
         _CLIENTS.clear()
+        _WATCHES.clear()
     for client in cached:
         try:
             client.close()  # type: ignore[attr-defined]
@@ -94,7 +111,7 @@ def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer
     """The worker's producer of the transactional id that writes this source partition (its
     transaction group's), ``init_transactions``-ed. Each copy job has its own producer generation
     (``plan.producer_generation``): a producer cached by an earlier job, fenced since, is never reused."""
-    from sparkmirror.kafka.factory import new_producer
+    from sparkmirror.kafka.factory import BrokersWatch, new_producer
 
     tid = plan.transactional_id(*partition)
     if plan.transport == "java":
@@ -107,10 +124,12 @@ def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer
         key = _key("transactional", tid, plan.producer_generation, conf)
 
     def make() -> Producer:
+        watch: BrokersWatch | None = None
         if plan.transport == "java":
             p: Producer = TransportProducer(conf, group=plan.progress_group)  # type: ignore[assignment]
         else:
-            p = new_producer(conf)
+            watch = BrokersWatch(tid)
+            p = new_producer(conf, watch=watch)
         remote = plan.remote_topic(partition[0])
 
         def waiting() -> str:
@@ -125,6 +144,13 @@ def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer
             limit_s=plan.target_wait_s,
             detail=waiting,
         )
+        if watch is not None:
+            # A loss before init_transactions answered is over (that found the coordinator). Its report
+            # may still be queued: librdkafka hands errors to the callback only when the client is polled.
+            p.poll(0)
+            watch.lost_at = None
+            with _LOCK:
+                _WATCHES[id(p)] = watch
         return p
 
     return _cached(key, make)

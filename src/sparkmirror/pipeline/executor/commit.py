@@ -379,6 +379,19 @@ class Transactional:
         group_md = clients.progress_consumer(plan).consumer_group_metadata()
         positions = [TopicPartition(w.remote, w.partition, w.last_offset + 1) for w in parts]
         where = f"flow={plan.flow} {_ranges(parts)}"
+        lost = clients.brokers_lost_at(producer)
+        if lost is not None:
+            # After such a loss the offsets call below waited 40 s on the coordinator librdkafka knew
+            # before, every broker back (the whole-target-down test, session 54): not for Kafka, for the
+            # probe of waits.call_within to tell. The retry's init_transactions aborts this transaction.
+            message = (
+                f"{where}: the producer of {tid} lost every broker of the target {time.monotonic() - lost:.0f}s ago, "
+                "while this transaction was open or before it; its send_offsets_to_transaction would wait on "
+                "the coordinator librdkafka knew before (librdkafka issue #5511), so the transaction is left "
+                "open for the retry to abort and the task is retried with new clients"
+            )
+            log.warning("%s", message)
+            raise WriteError(message, terminal=False)
         # Any of the group's partitions tells what the producer knows of the target.
         first = parts[0]
         seen: dict[str, str] = {}
@@ -476,7 +489,11 @@ class Transactional:
         """Abort what is open; forget every producer of the task (the next task makes and fences anew).
 
         A producer still inside a call that did not answer (:mod:`.waits`) refuses the abort at once;
-        the next attempt's ``init_transactions`` fences it and aborts its transaction.
+        the next attempt's ``init_transactions`` fences it and aborts its transaction. One that lost every
+        broker of the target is not asked (:func:`~.clients.brokers_lost_at`: its abort may wait on the
+        coordinator it knew before as its offsets call did, not measured); the next attempt's fence (or
+        the next start's) aborts its transaction, and until then nothing else writes its partitions:
+        what a ``read_committed`` reader waits for is this flow's next records, which come after that fence.
         """
         deadline = time.monotonic() + _ABORT_S
         # A snapshot: a group's finish still running in its thread (past the task's wait for it) may end
@@ -485,6 +502,8 @@ class Transactional:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
+            if clients.brokers_lost_at(producer) is not None:
+                continue
             try:
                 producer.abort_transaction(left)
             except Exception:  # noqa: BLE001 - fatal/fenced/busy producers cannot abort; drop them

@@ -41,6 +41,11 @@ a busy but healthy transaction coordinator (28 s writing the first commit's mark
 fresh partitions, docs/performance.md), so a slow Kafka costs at most one needless retry, never a
 duplicate.
 
+A producer that reported losing every broker of the target (``_ALL_BROKERS_DOWN``, to its
+``error_cb``: :class:`~sparkmirror.kafka.factory.BrokersWatch`) is not given the call at all: the
+commit fails the task before it (:meth:`~.commit.Transactional._commit`), the same retriable failure
+as a stuck call's, 40 s sooner.
+
 What it must never do: take a call that did not answer for one that succeeded, fail a call that
 answered, or let a task wait on the target for minutes without saying so.
 """

@@ -222,7 +222,7 @@ def test_a_producer_that_lost_every_broker_fails_its_group_before_the_offsets_ca
 ) -> None:
     """After the whole target was down librdkafka's offsets call waited 40 s on the coordinator it knew
     before (every broker back): a group whose producer reported ``_ALL_BROKERS_DOWN`` fails the task
-    (retriable) before the call, and the abandon does not ask it to abort (that would wait likewise);
+    (retriable) before the call, and the abandon does not ask it to abort (that may wait likewise);
     the retry's fence aborts its transaction. A producer without such a loss commits as before."""
     from confluent_kafka import KafkaError
 

@@ -381,9 +381,10 @@ class Transactional:
         where = f"flow={plan.flow} {_ranges(parts)}"
         lost = clients.brokers_lost_at(producer)
         if lost is not None:
-            # After such a loss the offsets call below waited 40 s on the coordinator librdkafka knew
-            # before, every broker back (the whole-target-down test, session 54): not for Kafka, for the
-            # probe of waits.call_within to tell. The retry's init_transactions aborts this transaction.
+            # After such a loss the offsets call below waited on the coordinator librdkafka knew before,
+            # every broker back (the whole-target-down test, session 54): a wait on librdkafka, not on
+            # Kafka, which the probe of waits.call_within took 40 s to tell. The retry's
+            # init_transactions aborts this transaction.
             message = (
                 f"{where}: the producer of {tid} lost every broker of the target {time.monotonic() - lost:.0f}s ago, "
                 "while this transaction was open or before it; its send_offsets_to_transaction would wait on "

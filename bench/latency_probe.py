@@ -237,6 +237,8 @@ def main() -> None:
                 "total_p50_p99": (pct(total, 50), pct(total, 99)),
                 "source_p50_p99": (pct(source, 50), pct(source, 99)),
                 "copy_p50_p99_max": (pct(copy, 50), pct(copy, 99), max(copy)),
+                "copy_p10_p90_mean": (pct(copy, 10), pct(copy, 90), round(sum(copy) / len(copy), 2)),
+                "source_mean": round(sum(source) / len(source), 2),
                 "cpu_s": {k: round(cpu1.get(k, 0) - cpu0.get(k, 0), 1) for k in sorted(cpu1)},
                 "copy_p99_by_second": [pct(v, 99) for _s, v in sorted(by_second.items())],
                 **(visible(seen, on_a, both) if reader is not None else {}),

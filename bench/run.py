@@ -606,10 +606,11 @@ def source_state() -> dict[str, Any]:
 
     def git(*args: str) -> str:
         proc = subprocess.run(["git", *args], capture_output=True, text=True, check=False, cwd=rep.REPO)
-        return proc.stdout.strip()
+        return proc.stdout
 
+    # Each porcelain line is "XY path": its leading blank (an unstaged change) is part of the status.
     changed = [line[3:] for line in git("status", "--porcelain", "--", "src").splitlines()]
-    return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted_src_files": changed}
+    return {"commit": git("rev-parse", "--short", "HEAD").strip(), "uncommitted_src_files": changed}
 
 
 def versions(jvm: rep.Jvm) -> dict[str, str]:

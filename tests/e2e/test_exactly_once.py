@@ -110,14 +110,17 @@ def _assert_exactly_once(bootstraps: dict[str, str], topic: str, committed: dict
         assert got == source, f"A.{topic}[{p}]: order differs or aborted records leaked"
 
 
-@pytest.mark.parametrize(("transport", "kills", "records"), [("librdkafka", 4, 160_000), ("java", 2, 80_000)])
+@pytest.mark.parametrize(
+    ("transport", "kills", "records"),
+    [("librdkafka", 4, 160_000), ("java", 2, 80_000), ("java-writes", 2, 80_000)],
+)
 def test_sigkill_repeatedly_no_duplicates_no_loss(
     bootstraps, tmp_path: Path, transport: str, kills: int, records: int
 ) -> None:
-    """Also with the tasks' Java clients (``sparkmirror.transport = java``): a killed run leaves its
-    transport JVM behind, serving no task, and the next run's tasks fence its transactions (two kills
-    there, each of them leaving a JVM behind: what four prove of the sink and the commit is the same code
-    on either client)."""
+    """Also with the tasks' Java clients (``sparkmirror.transport = java``) and with librdkafka reading
+    and Java's producers writing (``java-writes``): a killed run leaves its transport JVM behind, serving
+    no task, and the next run's tasks fence its transactions (two kills there, each of them leaving a JVM
+    behind: what four prove of the sink and the commit is the same code on either client)."""
     topic = unique("eos")
     create_topics(bootstraps["A"], {topic: PARTITIONS})
     cfg = write_config(

@@ -89,6 +89,7 @@ TRANSPORTS = pytest.mark.parametrize("transport", ["", JAVA_TRANSPORT], ids=["li
         "at-least-once, Java transport",
         "exactly-once",
         "exactly-once, Java transport",
+        "exactly-once, librdkafka reads, Java writes",
     ],
 )
 def test_streaming_engine_copies_every_field_and_keeps_its_progress_on_the_target(
@@ -104,6 +105,7 @@ def test_streaming_engine_copies_every_field_and_keeps_its_progress_on_the_targe
         "at-least-once, a producer per partition": PRODUCER_PER_PARTITION,
         "at-least-once, Java transport": JAVA_TRANSPORT,
         "exactly-once, Java transport": EXACTLY_ONCE + JAVA_TRANSPORT,
+        "exactly-once, librdkafka reads, Java writes": EXACTLY_ONCE + "sparkmirror.transport = java-writes\n",
     }
     cfg = _config(bootstraps, tmp_path, topic, extra.get(mode, ""))
     Mirror(load_config(cfg), once=True).run()

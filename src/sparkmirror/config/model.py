@@ -221,14 +221,15 @@ class SparkSettings(_Frozen):
     writer: every record rule is written once, in ``pipeline/executor/sink.py``). ``jvm`` was retired
     (issue 27; docs/decisions.md, "The JVM writer") and is refused with the reason."""
 
-    transport: Literal["librdkafka", "java"] = Field(default="librdkafka", alias="sparkmirror.transport")
+    transport: Literal["librdkafka", "java", "java-writes"] = Field(default="librdkafka", alias="sparkmirror.transport")
     """Streaming engine: the clients a copy task reads and writes with. ``librdkafka``
     (confluent-kafka in the task's Python worker) or ``java``: Kafka's Java clients in one JVM per
     executor, shared by its tasks, with every record still going through the task's Python and its
     record rules (``pipeline/transport``; needs Java 17 where tasks run, and a JDK once to compile it).
     The client settings (``A.consumer.*``, ``B.producer.*``) then reach the Java clients as written.
-    docs/decisions.md, "Java clients as the task's
-    transport"."""
+    ``java-writes``: librdkafka reads, the transport's Java producer writes (exactly once at many
+    partitions: Java sends every partition of a broker in one request). docs/decisions.md, "Java
+    clients as the task's transport"."""
 
     @field_validator("writer", "engine", "source_reader")
     @classmethod

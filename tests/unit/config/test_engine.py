@@ -102,5 +102,7 @@ def _file(tmp_path: Path, extra: str) -> Path:
 def test_the_java_transport_is_chosen_per_flow(tmp_path: Path) -> None:
     assert load_config(_file(tmp_path, "")).flows[0].spark.transport == "librdkafka"
     assert load_config(_file(tmp_path, "A->B.sparkmirror.transport = java\n")).flows[0].spark.transport == "java"
+    hybrid = load_config(_file(tmp_path, "sparkmirror.transport = java-writes\n")).flows[0].spark.transport
+    assert hybrid == "java-writes"
     with pytest.raises(ConfigError, match="sparkmirror.transport"):
         load_config(_file(tmp_path, "sparkmirror.transport = kafka-python\n"))

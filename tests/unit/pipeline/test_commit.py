@@ -120,6 +120,17 @@ def _plan(groups: int) -> WritePlan:
     )
 
 
+@pytest.mark.parametrize(
+    ("transport", "reads", "writes", "producers"),
+    [("librdkafka", False, False, 3), ("java", True, True, 1), ("java-writes", False, True, 1)],
+)
+def test_the_transport_names_the_client_that_reads_and_the_one_that_writes(
+    transport: str, reads: bool, writes: bool, producers: int
+) -> None:
+    plan = dataclasses.replace(_plan(0), exactly_once=False, partitions_per_producer=2, transport=transport)
+    assert (plan.java_reads, plan.java_writes, plan.producers_for(5)) == (reads, writes, producers)
+
+
 def _write(plan: WritePlan, partitions: list[tuple[str, int]]) -> Sink:
     sink = Sink(plan, commit.commit_for(plan))
     sink.open(partitions)

@@ -65,7 +65,7 @@ from sparkmirror.pipeline.exceptions import (
     InstanceConflict,
     TopicRecreatedError,
 )
-from sparkmirror.pipeline.executor.plan import WritePlan
+from sparkmirror.pipeline.executor.plan import JAVA_READS, JAVA_WRITES, WritePlan
 from sparkmirror.status.reporter import StatusReporter
 
 if TYPE_CHECKING:
@@ -129,8 +129,8 @@ def write_plan(clients: FlowClients) -> WritePlan:
         consumer_config=clients.target_consumer,
         source_consumer_config=clients.source_consumer,
         transport=flow.spark.transport,
-        java_source_consumer_config=clients.java_source_consumer if flow.spark.transport == "java" else {},
-        java_producer_config=clients.java_target_producer if flow.spark.transport == "java" else {},
+        java_source_consumer_config=clients.java_source_consumer if flow.spark.transport in JAVA_READS else {},
+        java_producer_config=clients.java_target_producer if flow.spark.transport in JAVA_WRITES else {},
         source_admin_config=clients.source_admin_config,
         transaction_timeout_ms=flow.spark.transaction_timeout_ms,
         test_fail_after_records=int(os.environ.get("SPARKMIRROR_TEST_FAIL_AFTER_RECORDS", "0")),

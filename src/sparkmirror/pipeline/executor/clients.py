@@ -95,7 +95,7 @@ def producer(plan: WritePlan, slot: int = 0) -> Producer:
     writing many partitions writes with several: :meth:`~.plan.WritePlan.producers_for`)."""
     from sparkmirror.kafka.factory import new_producer
 
-    if plan.transport == "java":
+    if plan.java_writes:
         from sparkmirror.pipeline.transport.client import TransportProducer
 
         java = dict(plan.java_producer_config)
@@ -114,7 +114,7 @@ def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer
     from sparkmirror.kafka.factory import BrokersWatch, new_producer
 
     tid = plan.transactional_id(*partition)
-    if plan.transport == "java":
+    if plan.java_writes:
         from sparkmirror.pipeline.transport.client import TransportProducer
 
         conf = plan.java_transactional_config(tid)
@@ -125,7 +125,7 @@ def transactional_producer(plan: WritePlan, partition: PartitionKey) -> Producer
 
     def make() -> Producer:
         watch: BrokersWatch | None = None
-        if plan.transport == "java":
+        if plan.java_writes:
             p: Producer = TransportProducer(conf, group=plan.progress_group)  # type: ignore[assignment]
         else:
             watch = BrokersWatch(tid)
@@ -197,7 +197,7 @@ def source_consumer(plan: WritePlan, *, partition_eof: bool) -> Consumer:
     read reaches one: an event a record, read, made and looked at for nothing (docs/performance.md)."""
     from sparkmirror.kafka.factory import new_consumer
 
-    if plan.transport == "java":
+    if plan.java_reads:
         from sparkmirror.pipeline.transport.client import TransportConsumer
 
         java = plan.java_reader_config()

@@ -60,6 +60,12 @@ JAVA_READER_DEFAULTS = {
 }
 
 
+#: The ``sparkmirror.transport`` values whose tasks read the source with the transport's Java consumer,
+#: and those whose tasks write the target with its Java producer (the others: librdkafka's).
+JAVA_READS = frozenset({"java"})
+JAVA_WRITES = frozenset({"java", "java-writes"})
+
+
 @dataclass(frozen=True)
 class WritePlan:
     """What a flow's copy tasks write, where, and how they commit."""
@@ -92,7 +98,8 @@ class WritePlan:
     consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
     #: librdkafka config of a consumer on the source (the copy tasks' reader).
     source_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
-    #: ``sparkmirror.transport``: the tasks' clients are librdkafka's or the transport JVM's (Java's).
+    #: ``sparkmirror.transport``: the tasks' clients are librdkafka's or the transport JVM's (Java's), or
+    #: librdkafka reads and Java writes (``java-writes``): :data:`JAVA_READS`, :data:`JAVA_WRITES`.
     transport: str = "librdkafka"
     #: Java client settings of the source consumer and the target producer (``transport = java``).
     java_source_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
@@ -139,9 +146,19 @@ class WritePlan:
         """The id that writes this source partition: its group's (or its own): the fencing key."""
         return writer_id(self.source_alias, self.target_alias, topic, partition, self.transaction_groups)
 
+    @property
+    def java_reads(self) -> bool:
+        """The tasks read the source with the transport's Java consumer."""
+        return self.transport in JAVA_READS
+
+    @property
+    def java_writes(self) -> bool:
+        """The tasks write the target with the transport's Java producers."""
+        return self.transport in JAVA_WRITES
+
     def producers_for(self, partitions: int) -> int:
         """How many producers a task writing ``partitions`` source partitions at least once writes with."""
-        if self.transport == "java":
+        if self.java_writes:
             return 1  # the Java producer sends every partition of a broker in one request
         return producers_for(partitions, self.partitions_per_producer)
 

@@ -101,7 +101,7 @@ class WritePlan:
     #: ``sparkmirror.transport``: the tasks' clients are librdkafka's or the transport JVM's (Java's), or
     #: librdkafka reads and Java writes (``java-writes``): :data:`JAVA_READS`, :data:`JAVA_WRITES`.
     transport: str = "librdkafka"
-    #: Java client settings of the source consumer and the target producer (``transport = java``).
+    #: Java client settings of the source consumer (:data:`JAVA_READS`) and the target producer (:data:`JAVA_WRITES`).
     java_source_consumer_config: dict[str, str] = field(default_factory=dict, repr=False)
     java_producer_config: dict[str, str] = field(default_factory=dict, repr=False)
     #: librdkafka config of an admin client on the source (a task checks its topics' ids with it).

@@ -17,7 +17,7 @@ least once the two differ by the reader's own delay. One system per run, on two 
 
     .venv/bin/python bench/latency_probe.py [--system sparkmirror|mm2|limit|transport|transport-shared-jvm]
         [--exactly-once] [--topics 200 --partitions 5 --rate 5000 --seconds 30] [--rounds N] [--prop KEY=VALUE ...]
-        [--visible] [--groups 1000]
+        [--visible] [--groups 1000] [--linger-ms 10]
 
 Prints one JSON line per round (``--out FILE`` writes them all). docs/performance.md, "Latency at
 1,000 partitions", has what it found.
@@ -175,6 +175,7 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=0,
                     help="consumer groups committed on A before the system starts (the scale scenario's 1,000), "
                     "each on 1-3 partitions of a topic loaded with 10 records a partition first")  # fmt: skip
+    ap.add_argument("--linger-ms", type=int, default=10, help="every system's producer linger.ms (the bench's 10)")
     ap.add_argument("--out", default="")
     ap.add_argument("--workdir", default="/tmp/sparkmirror-latency-probe")
     args = ap.parse_args()
@@ -196,7 +197,7 @@ def main() -> None:
             scale.load(boots["A"], dict.fromkeys(topics, 10 * args.partitions), args.partitions, args.size, seed=6)
             ends = scale.end_offsets(boots["A"], topics)
             scale.commit_groups(boots["A"], scale.choose_positions(random.Random(6), layout, ends))
-        common = rep.Common(bootstraps=boots, partitions=args.partitions, linger_ms=10, batch_size=262144,
+        common = rep.Common(bootstraps=boots, partitions=args.partitions, linger_ms=args.linger_ms, batch_size=262144,
                             compression="none", tasks_max=2, limit_threads=2,
                             sparkmirror_extra=dict(p.split("=", 1) for p in args.prop))  # fmt: skip
         jvm = rep.Jvm(work)
@@ -242,7 +243,8 @@ def main() -> None:
                 "cpu_s": {k: round(cpu1.get(k, 0) - cpu0.get(k, 0), 1) for k in sorted(cpu1)},
                 "copy_p99_by_second": [pct(v, 99) for _s, v in sorted(by_second.items())],
                 **(visible(seen, on_a, both) if reader is not None else {}),
-                "props": args.prop, "generator": args.generator, "broker_jit": args.broker_jit, "warmup_s": args.warmup,
+                "props": args.prop, "linger_ms": args.linger_ms, "generator": args.generator,
+                "broker_jit": args.broker_jit, "warmup_s": args.warmup,
                 "copying_before_load_s": lat.get("copying_before_load_s"),
                 "generator_producers": args.generator_producers, "groups": args.groups,
             }  # fmt: skip

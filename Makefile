@@ -68,6 +68,7 @@ BENCH_TYPED := bench/run.py bench/report.py bench/scale.py bench/proctree.py ben
 
 lint: install
 	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 	$(BIN)/mypy $(BENCH_TYPED)
 

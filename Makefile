@@ -64,7 +64,7 @@ unit: install
 # The benchmark's harness (what `make bench` and the probes of record run) is type-checked too;
 # the one-off probes in bench/ are linted, not yet typed.
 BENCH_TYPED := bench/run.py bench/report.py bench/scale.py bench/proctree.py bench/replicators.py \
-	bench/workload.py bench/sparkcluster.py bench/latency_probe.py bench/idle_flow.py
+	bench/workload.py bench/sparkcluster.py bench/latency_probe.py bench/idle_flow.py bench/realtime_mode.py
 
 lint: install
 	$(BIN)/ruff check src tests bench

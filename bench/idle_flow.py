@@ -142,7 +142,9 @@ def window(seconds: float, system: int | None, dev: str, *, threads: bool = Fals
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--system", default="sparkmirror", choices=[s for s in rep.PROBE_SYSTEMS if s != "limit"])
+    # Not the limit loop, nor Spark's Real-time Mode (not measured idle).
+    systems = [s for s in rep.PROBE_SYSTEMS if s not in ("limit", "spark-realtime")]
+    ap.add_argument("--system", default="sparkmirror", choices=systems)
     ap.add_argument("--topics", type=int, default=200)
     ap.add_argument("--partitions", type=int, default=5, help="per topic")
     ap.add_argument("--seconds", type=float, default=30, help="the measured idle window")

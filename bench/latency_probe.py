@@ -46,7 +46,9 @@ from sparkmirror.devcluster.cluster import DevClusters  # noqa: E402
 
 APPEND = {"message.timestamp.type": "LogAppendTime"}
 #: What names a process of the system under test in its command line.
-SYSTEM_PROCESSES = ("pyspark", "sparkmirror", "MirrorMaker", "CopyLoop", "TransportLoop", "transport_loop")
+SYSTEM_PROCESSES = (
+    "pyspark", "sparkmirror", "MirrorMaker", "CopyLoop", "TransportLoop", "transport_loop", "realtime_mode"
+)
 
 
 def latency_records(bootstrap: str, topics: dict[str, int], first_seq: int) -> dict[int, tuple[int, int]]:

@@ -230,6 +230,30 @@ class Transport(Replicator):
         return f"-Dlog4j2.configurationFile={self.jvm.log4j}", "-Dbench.log.level=WARN"
 
 
+class SparkRealTime(Replicator):
+    """Not a replicator: Spark's Real-time Mode copying the topics with Spark's own Kafka sink
+    (``bench/realtime_mode.py``), for ``bench/latency_probe.py --system spark-realtime``."""
+
+    name = "spark_realtime"
+    exits_when_done = False
+    translates = False
+    lists_topics = True
+
+    def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
+        props = run_dir / f"realtime-producer-{label(topic)}.properties"
+        props.write_text(_properties(self.common.producer()))
+        b = self.common.bootstraps
+        return [
+            sys.executable,
+            str(BENCH / "realtime_mode.py"),
+            b[SOURCE],
+            b[TARGET],
+            topic,
+            f"--producer={props}",
+            f"--workdir={run_dir / 'realtime-mode'}",
+        ]
+
+
 class MirrorMaker2(Replicator):
     name = "mm2"
     exits_when_done = False
@@ -353,7 +377,9 @@ def stop_system(proc: subprocess.Popen[bytes] | None) -> None:
 
 
 #: The systems ``bench/latency_probe.py`` and ``bench/idle_flow.py`` run, by their ``--system`` name.
-PROBE_SYSTEMS = ("sparkmirror", "sparkmirror-eos", "mm2", "limit", "transport", "transport-shared-jvm")
+PROBE_SYSTEMS = (
+    "sparkmirror", "sparkmirror-eos", "mm2", "limit", "transport", "transport-shared-jvm", "spark-realtime"
+)
 
 
 def probe_system(name: str, common: Common, jvm: Jvm) -> Replicator:
@@ -366,6 +392,8 @@ def probe_system(name: str, common: Common, jvm: Jvm) -> Replicator:
         return Transport(common, jvm, shared_jvm=name == "transport-shared-jvm")
     if name in ("sparkmirror", "sparkmirror-eos"):
         return Sparkmirror(common, jvm, exactly_once=name == "sparkmirror-eos")
+    if name == "spark-realtime":
+        return SparkRealTime(common, jvm)
     raise ValueError(f"no system named {name!r}: one of {', '.join(PROBE_SYSTEMS)}")
 
 

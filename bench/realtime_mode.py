@@ -46,8 +46,12 @@ def connector_jars() -> list[str]:
 
 
 def _artifact(jar: str) -> str:
-    """A jar file's artifact id: its name up to the version (``kafka-clients-3.9.2.jar`` -> ``kafka-clients``)."""
-    return re.sub(r"-\d[^-]*(-[A-Za-z0-9.]+)?\.jar$", "", jar)
+    """A jar file's artifact id: its name up to the version, the last ``-<digit>...`` part with any
+    classifier after it (``kafka-clients-3.9.2.jar`` -> ``kafka-clients``,
+    ``spark-sql-kafka-0-10_2.13-4.2.0.jar`` -> ``spark-sql-kafka-0-10_2.13``,
+    ``netty-transport-native-epoll-4.2.13.Final-linux-x86_64.jar`` -> ``netty-transport-native-epoll``)."""
+    m = re.match(r"(.+?)-(\d+\.[\w.]*)(-[A-Za-z][\w.-]*)?\.jar$", jar)
+    return m.group(1) if m else jar
 
 
 def partitions(bootstrap: str, topics: list[str]) -> int:
@@ -72,6 +76,8 @@ def main() -> None:
         if "=" in line and not line.lstrip().startswith("#"):
             k, v = line.split("=", 1)
             producer[k.strip()] = v.strip()
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
     work = Path(args.workdir or tempfile.mkdtemp(prefix="realtime-mode-"))
     shutil.rmtree(work / "checkpoint", ignore_errors=True)  # a new query each start: each probe's clusters are new
     from pyspark.sql import SparkSession
@@ -109,10 +115,10 @@ def main() -> None:
     log.info("Real-time Mode query started: %d partitions, local[%d], checkpoint every %s",
              slots, slots, args.checkpoint_interval)  # fmt: skip
 
-    stopping: list[int] = []
-    # The handler only notes the signal: it runs inside whatever py4j call the main thread is in, and a
-    # py4j call from there is a reentrant read of the same socket.
-    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
+    # The handler (set before the session starts) only notes the signal: it runs inside whatever py4j
+    # call the main thread is in, and a py4j call from there is a reentrant read of the same socket. The
+    # probe signals the whole process group, Spark's JVM too, so the stop below often meets a gateway
+    # already closing and ends with a py4j error: the measurement was taken before.
     while not stopping and query.isActive:
         query.awaitTermination(1)
     log.info("stopping the query")

@@ -15,8 +15,9 @@ B when it is written and seen by a ``read_committed`` consumer only at its trans
 append (the copy part, and the scale scenario's figure) understates what such a consumer waits; at
 least once the two differ by the reader's own delay. One system per run, on two dev clusters of its own::
 
-    .venv/bin/python bench/latency_probe.py [--system sparkmirror|mm2|limit|transport|transport-shared-jvm|spark-realtime]
-        [--exactly-once] [--topics 200 --partitions 5 --rate 5000 --seconds 30] [--rounds N] [--prop KEY=VALUE ...]
+    .venv/bin/python bench/latency_probe.py
+        [--system sparkmirror|mm2|limit|transport|transport-shared-jvm|spark-realtime] [--exactly-once]
+        [--topics 200 --partitions 5 --rate 5000 --seconds 30] [--rounds N] [--prop KEY=VALUE ...]
         [--visible] [--groups 1000] [--linger-ms 10]
 
 Prints one JSON line per round (``--out FILE`` writes them all). docs/performance.md, "Latency at

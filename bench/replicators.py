@@ -169,6 +169,12 @@ class Replicator(ABC):
         """Group :data:`GROUP`'s offsets on B per partition of ``topic``, as this system translates them."""
         raise NotImplementedError(f"{self.name} does not translate offsets")
 
+    def producer_file(self, run_dir: Path, topic: str, prefix: str) -> Path:
+        """The shared producer settings as a properties file, for a system that takes them as one."""
+        props = run_dir / f"{prefix}-producer-{label(topic)}.properties"
+        props.write_text(_properties(self.common.producer()))
+        return props
+
 
 class Limit(Replicator):
     name = "limit"
@@ -177,8 +183,7 @@ class Limit(Replicator):
     lists_topics = True
 
     def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
-        props = run_dir / f"limit-producer-{label(topic)}.properties"
-        props.write_text(_properties(self.common.producer()))
+        props = self.producer_file(run_dir, topic, "limit")
         b = self.common.bootstraps
         return self.jvm.command(
             "CopyLoop",
@@ -208,8 +213,7 @@ class Transport(Replicator):
         self.name = "transport_shared_jvm" if shared_jvm else "transport"
 
     def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
-        props = run_dir / f"transport-producer-{label(topic)}.properties"
-        props.write_text(_properties(self.common.producer()))
+        props = self.producer_file(run_dir, topic, "transport")
         b = self.common.bootstraps
         return [
             sys.executable,
@@ -240,8 +244,7 @@ class SparkRealTime(Replicator):
     lists_topics = True
 
     def command(self, run_dir: Path, topic: str, *, count: int | None) -> list[str]:
-        props = run_dir / f"realtime-producer-{label(topic)}.properties"
-        props.write_text(_properties(self.common.producer()))
+        props = self.producer_file(run_dir, topic, "realtime")
         b = self.common.bootstraps
         return [
             sys.executable,

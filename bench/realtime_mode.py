@@ -30,6 +30,7 @@ import pyspark
 from confluent_kafka.admin import AdminClient
 
 from sparkmirror.artifacts.cache import ArtifactSet, fetch
+from sparkmirror.config.properties import read_properties_file
 
 log = logging.getLogger("realtime_mode")
 
@@ -71,11 +72,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     topics = args.topics.split(",")
     slots = partitions(args.source, topics)
-    producer = {}
-    for line in Path(args.producer).read_text().splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            k, v = line.split("=", 1)
-            producer[k.strip()] = v.strip()
+    producer = read_properties_file(Path(args.producer))
     stopping: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
     work = Path(args.workdir or tempfile.mkdtemp(prefix="realtime-mode-"))

@@ -156,15 +156,15 @@ def test_one_transaction_per_group_carries_every_partitions_progress(producers: 
         group = int(tid.split("#")[1].split("-")[0])
         mine = [q for t, q in partitions if transaction_group(t, q, 2) == group]
         kinds = [c[0] for c in p.calls]
-        assert kinds == ["begin"] + ["segment"] * len(mine) + ["offsets", "commit"]
-        assert p.calls[-2][1] == sorted(("A.t", q, 13) for q in mine)
+        assert kinds == ["begin", "offsets"] + ["segment"] * len(mine) + ["commit"]
+        assert p.calls[1][1] == sorted(("A.t", q, 13) for q in mine)
 
 
 def test_per_partition_layout_has_a_transaction_per_partition(producers: dict[str, list[Any]]) -> None:
     _finish(_write(_plan(0), [("t", 0), ("t", 1)]))
     assert sorted(producers) == ["sparkmirror-A-B-t-0", "sparkmirror-A-B-t-1"]
     for (p,) in producers.values():
-        assert [c[0] for c in p.calls] == ["begin", "segment", "offsets", "commit"]
+        assert [c[0] for c in p.calls] == ["begin", "offsets", "segment", "commit"]
 
 
 def test_a_failed_task_aborts_each_open_group_once(producers: dict[str, list[Any]]) -> None:
@@ -268,11 +268,11 @@ def test_a_producer_that_lost_every_broker_fails_its_group_before_the_offsets_ca
     assert "t[0] offsets 10..12" in str(raised.value)
     sink.abandon()
     ((p,),) = producers.values()
-    assert [c[0] for c in p.calls] == ["begin", "segment", "segment"], "no offsets call, no abort"
+    assert [c[0] for c in p.calls] == ["begin"], "no offsets call, no segments, no abort"
 
     # The retry's producer has lost nothing: it commits.
     _finish(_write(_plan(1), [("t", 0)]))
-    assert [c[0] for c in producers["sparkmirror-A-B-#0-of-1"][-1].calls][-2:] == ["offsets", "commit"]
+    assert [c[0] for c in producers["sparkmirror-A-B-#0-of-1"][-1].calls][-2:] == ["segment", "commit"]
 
 
 def test_a_transactional_producer_watches_for_a_loss_of_every_broker_from_its_init_on(
@@ -384,6 +384,43 @@ def test_a_refused_batch_is_named_when_the_records_queued_behind_it_were_purged(
     assert ("abort",) in producer.calls and ("commit",) not in producer.calls
     (refused,) = [r for r in results if r.error]
     assert refused.partition == 1 and "offsets 10..12" in refused.error and "INVALID_RECORD" in refused.error
+
+
+def test_a_refusal_that_fails_the_offsets_call_is_reported_as_the_refusal(
+    refusing: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The progress goes to the transaction while the acknowledgements come: a batch refused before it makes
+    librdkafka's offsets call fail (the transaction is abortable). The group aborts and its refusal is
+    reported, as when the refusal comes with the acknowledgements; nothing is committed."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    def send_offsets(self: RefusingProducer, positions: list[Any], _md: Any, _timeout: float) -> None:
+        if self.in_error:
+            raise KafkaException(KafkaError(KafkaError._STATE, "transaction in error", txn_requires_abort=True))
+        FakeProducer.send_offsets_to_transaction(self, positions, _md, _timeout)
+
+    monkeypatch.setattr(RefusingProducer, "send_offsets_to_transaction", send_offsets)
+    results = _finish(_write(_plan(1), [("t", 1), ("t", 0)]))
+    (producer,) = refusing
+    assert [c[0] for c in producer.calls] == ["begin", "abort"]
+    (refused,) = [r for r in results if r.error]
+    assert refused.partition == 1 and "offsets 10..12" in refused.error and "INVALID_RECORD" in refused.error
+
+
+def test_an_offsets_call_that_fails_without_a_refusal_fails_the_task(
+    producers: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    def send_offsets(self: FakeProducer, *_a: Any) -> None:
+        raise KafkaException(KafkaError(KafkaError._STATE, "transaction in error", txn_requires_abort=True))
+
+    monkeypatch.setattr(FakeProducer, "send_offsets_to_transaction", send_offsets)
+    sink = _write(_plan(1), [("t", 0)])
+    with pytest.raises(KafkaException):
+        _finish(sink)
+    ((p,),) = producers.values()
+    assert [c[0] for c in p.calls] == ["begin"], "neither segments nor a commit after the failed offsets call"
 
 
 def test_a_record_refused_locally_after_a_refused_batch_stops_the_flow_naming_the_batch(
@@ -571,7 +608,7 @@ def test_an_idle_transaction_groups_producer_rests_and_its_next_record_fences_an
     assert again is not a and target.events == ["made", "layout", "progress"]
     results = _finish(sink)
     assert [(r.partition, r.records) for r in results] == [(mine[0][1], 2)]
-    assert [c[0] for c in again.calls] == ["begin", "segment", "offsets", "commit"]
+    assert [c[0] for c in again.calls] == ["begin", "offsets", "segment", "commit"]
     assert target.progress[("A.t", mine[0][1])] == 15
     b.held = 0
     assert sink.rest_idle(0.0) == 2

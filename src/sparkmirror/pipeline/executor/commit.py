@@ -351,8 +351,25 @@ class Transactional:
             del self.open_tx[tid]
 
     def _finish_group(self, tid: str, parts: list[PartitionWrite]) -> None:
-        """Wait for the group's acks, settle refusals, then commit its records, segments and progress (or abort)."""
+        """Add the group's new progress to its transaction, wait for its acks, settle refusals, then commit
+        its records, segments and progress (or abort).
+
+        The progress is known at the seal (each partition's last record read), so it is sent while the
+        records' acknowledgements come: the round trips to the coordinators overlap the wait for the
+        acknowledgements instead of following it, and the records read for the group meanwhile, held until
+        the commit, wait that much less (docs/performance.md, "The progress sent beside the
+        acknowledgements"). A record the target refuses makes the transaction abortable, and may fail the
+        offsets call: the refusal is then what stops the group, as it would have after the acknowledgements."""
         producer = self.open_tx[tid]
+        try:
+            self._send_offsets(producer, tid, parts)
+        except Exception:
+            # The refusal's report may have come with the offsets call's failure: served before it is said.
+            producer.poll(0)
+            if not refused_in_transaction(self.plan, parts):
+                raise
+            producer.abort_transaction(30)
+            return
         try:
             await_acks(producer, self.plan, parts)
         except WriteError:
@@ -371,28 +388,16 @@ class Transactional:
             produce_segments(producer, self.plan, w)
         self._commit(producer, tid, parts)
 
-    def _commit(self, producer: Producer, tid: str, parts: list[PartitionWrite]) -> None:
-        """Add the group's new progress to its transaction and commit it; every wait bounded (:mod:`.waits`)."""
-        from confluent_kafka import KafkaException, TopicPartition
+    def _send_offsets(self, producer: Producer, tid: str, parts: list[PartitionWrite]) -> None:
+        """Add the group's new progress (each partition's next source offset) to its open transaction; every
+        wait bounded (:mod:`.waits`)."""
+        from confluent_kafka import TopicPartition
 
         plan = self.plan
         group_md = clients.progress_consumer(plan).consumer_group_metadata()
         positions = [TopicPartition(w.remote, w.partition, w.last_offset + 1) for w in parts]
         where = f"flow={plan.flow} {_ranges(parts)}"
-        lost = clients.brokers_lost_at(producer)
-        if lost is not None:
-            # After such a loss the offsets call below waited on the coordinator librdkafka knew before,
-            # every broker back (the whole-target-down test, session 54): a wait on librdkafka, not on
-            # Kafka, which the probe of waits.call_within took 40 s to tell. The retry's
-            # init_transactions aborts this transaction.
-            message = (
-                f"{where}: the producer of {tid} lost every broker of the target {time.monotonic() - lost:.0f}s ago, "
-                "while this transaction was open or before it; its send_offsets_to_transaction would wait on "
-                "the coordinator librdkafka knew before (librdkafka issue #5511), so the transaction is left "
-                "open for the retry to abort and the task is retried with new clients"
-            )
-            log.warning("%s", message)
-            raise WriteError(message, terminal=False)
+        _fail_if_brokers_lost(producer, tid, where)
         # Any of the group's partitions tells what the producer knows of the target.
         first = parts[0]
         seen: dict[str, str] = {}
@@ -435,6 +440,16 @@ class Transactional:
             detail=waiting_for_group,
             attempt_s=_SEND_OFFSETS_ATTEMPT_S,
         )
+
+    def _commit(self, producer: Producer, tid: str, parts: list[PartitionWrite]) -> None:
+        """Commit the group's transaction: its records, segments and progress; every wait bounded (:mod:`.waits`)."""
+        from confluent_kafka import KafkaException
+
+        plan = self.plan
+        where = f"flow={plan.flow} {_ranges(parts)}"
+        # A loss while the acknowledgements came: the commit may wait on the coordinator known before too.
+        _fail_if_brokers_lost(producer, tid, where)
+        first = parts[0]
 
         def waiting_for_coordinator() -> str:
             return (
@@ -514,6 +529,26 @@ class Transactional:
             clients.forget(producer)
         for w in parts:
             clients.forget(w.producer)
+
+
+def _fail_if_brokers_lost(producer: Producer, tid: str, where: str) -> None:
+    """Fail the task (retriable) if ``producer`` lost every broker of the target while its transaction
+    was open or before it.
+
+    After such a loss its offsets call waited on the coordinator librdkafka knew before, every broker
+    back (the whole-target-down test, session 54): a wait on librdkafka, not on Kafka, which the probe
+    of waits.call_within took 40 s to tell. The retry's ``init_transactions`` aborts this transaction."""
+    lost = clients.brokers_lost_at(producer)
+    if lost is None:
+        return
+    message = (
+        f"{where}: the producer of {tid} lost every broker of the target {time.monotonic() - lost:.0f}s ago, "
+        "while this transaction was open or before it; its transaction's calls would wait on the "
+        "coordinators librdkafka knew before (librdkafka issue #5511), so the transaction is left "
+        "open for the retry to abort and the task is retried with new clients"
+    )
+    log.warning("%s", message)
+    raise WriteError(message, terminal=False)
 
 
 def _layouts_on_record(plan: WritePlan) -> set[int] | None:

@@ -407,6 +407,25 @@ def test_a_refusal_that_fails_the_offsets_call_is_reported_as_the_refusal(
     assert refused.partition == 1 and "offsets 10..12" in refused.error and "INVALID_RECORD" in refused.error
 
 
+def test_an_offsets_call_given_up_on_is_followed_by_no_other_call_on_its_producer(
+    refusing: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait gave up on the offsets call (it may still be running, :mod:`.waits`): even with a refusal
+    in sight, the producer is not asked to abort (librdkafka would refuse a second transactional call);
+    the task fails, and the next attempt's fence aborts the transaction."""
+
+    def given_up(self: Transactional, *_a: Any) -> None:
+        raise WriteError("send_offsets_to_transaction: the target did not answer within 2s", terminal=False)
+
+    monkeypatch.setattr(Transactional, "_send_offsets", given_up)
+    sink = _write(_plan(1), [("t", 1), ("t", 0)])
+    with pytest.raises(WriteError) as raised:
+        _finish(sink)
+    assert raised.value.retriable and "did not answer" in str(raised.value)
+    (producer,) = refusing
+    assert [c[0] for c in producer.calls] == ["begin"], "no abort while the given-up call may still run"
+
+
 def test_an_offsets_call_that_fails_without_a_refusal_fails_the_task(
     producers: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -70,8 +70,8 @@ def forget(client: object) -> None:
 def brokers_lost_at(producer: object) -> float | None:
     """When a transactional librdkafka producer lost every broker of the target since its
     ``init_transactions`` answered (``None``: it has not; always ``None`` for the transport's). Such a
-    producer is not asked to talk to its coordinators again: the commit fails its task before the
-    offsets call (:meth:`~.commit.Transactional._commit`) and the abort passes it by; the task's retry
+    producer is not asked to talk to its coordinators again: the finish fails its task before the
+    offsets call and before the commit (``commit._fail_if_brokers_lost``) and the abort passes it by; the task's retry
     makes new producers, whose fence aborts what it left open."""
     watch = _WATCHES.get(id(producer))
     return None if watch is None else watch.lost_at

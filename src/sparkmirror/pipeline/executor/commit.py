@@ -359,13 +359,20 @@ class Transactional:
         acknowledgements instead of following it, and the records read for the group meanwhile, held until
         the commit, wait that much less (docs/performance.md, "The progress sent beside the
         acknowledgements"). A record the target refuses makes the transaction abortable, and may fail the
-        offsets call: the refusal is then what stops the group, as it would have after the acknowledgements."""
+        offsets call (librdkafka answers it with an error): the acknowledgements are then awaited as before
+        (the queue was purged, so they come at once), and a refusal among them stops the group as it would
+        have. A call the wait gave up on (:class:`WriteError`: it may still be running) is not followed by
+        any other call on the producer: the task fails, and the next attempt's fence aborts the transaction."""
+        from confluent_kafka import KafkaException
+
         producer = self.open_tx[tid]
         try:
             self._send_offsets(producer, tid, parts)
-        except Exception:
-            # The refusal's report may have come with the offsets call's failure: served before it is said.
-            producer.poll(0)
+        except KafkaException:
+            try:
+                await_acks(producer, self.plan, parts)
+            except WriteError:
+                pass  # a refused batch fails what was queued behind it; the refusal is looked for below
             if not refused_in_transaction(self.plan, parts):
                 raise
             producer.abort_transaction(30)

@@ -43,8 +43,8 @@ duplicate.
 
 A producer that reported losing every broker of the target (``_ALL_BROKERS_DOWN``, to its
 ``error_cb``: :class:`~sparkmirror.kafka.factory.BrokersWatch`) is not given the call at all: the
-commit fails the task before it (:meth:`~.commit.Transactional._commit`), the same retriable failure
-as a stuck call's, 40 s sooner.
+finish fails the task before it, and again before the commit (``commit._fail_if_brokers_lost``), the
+same retriable failure as a stuck call's, 40 s sooner.
 
 What it must never do: take a call that did not answer for one that succeeded, fail a call that
 answered, or let a task wait on the target for minutes without saying so.

@@ -240,16 +240,16 @@ def _measured(row: dict[str, Any]) -> str:
     m = row["measured"]
     if m is None:
         return "not measured"
-    return f"{m:.2f}{row['unit']}" if row["unit"] == "x" else f"{_whole_or_half(m)}{row['unit']}"
+    return f"{m:.2f}{row['unit']}" if row["unit"] == "x" else f"{_whole_or_tenth(m)}{row['unit']}"
 
 
 def _threshold(row: dict[str, Any]) -> str:
-    return "–" if row["threshold"] is None else f"≤ {_whole_or_half(row['threshold'])}{row['unit']}"
+    return "–" if row["threshold"] is None else f"≤ {_whole_or_tenth(row['threshold'])}{row['unit']}"
 
 
-def _whole_or_half(value: float) -> str:
-    """A figure of a target: whole, or with its tenth where it has one (a median of two runs ends in .5,
-    and "16 ms ≤ 16 ms: FAIL" would hide the half that failed it)."""
+def _whole_or_tenth(value: float) -> str:
+    """A figure of a target: whole, or to a tenth where it is not whole (a median of two runs may end in
+    .5, and "16 ms ≤ 16 ms: FAIL" would hide the half that failed it)."""
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
 
 

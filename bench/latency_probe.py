@@ -9,16 +9,18 @@ system and, at 1,000 partitions, most of the figure and of its spread. This prob
 - *copy*: B's append - A's append (the replicator),
 
 and reports the copy part's p99 second by second and the CPU seconds of each broker and of the
-system during the load. ``--visible`` also reads B as the load runs, ``read_committed``, and takes each
-record's *visible* latency: when that reader got it - A's append. Exactly once, a record is appended to
-B when it is written and seen by a ``read_committed`` consumer only at its transaction's commit, so the
-append (the copy part, and the scale scenario's figure) understates what such a consumer waits; at
-least once the two differ by the reader's own delay. One system per run, on two dev clusters of its own::
+system during the load (``--threads``: the system's by process kind and thread name too, such as
+the CPU of librdkafka's threads in the Python workers). ``--visible`` also reads B as the load runs,
+``read_committed``, and takes each record's *visible* latency: when that reader got it - A's append.
+Exactly once, a record is appended to B when it is written and seen by a ``read_committed`` consumer
+only at its transaction's commit, so the append (the copy part, and the scale scenario's figure)
+understates what such a consumer waits; at least once the two differ by the reader's own delay.
+One system per run, on two dev clusters of its own::
 
     .venv/bin/python bench/latency_probe.py
         [--system sparkmirror|mm2|limit|transport|transport-shared-jvm|spark-realtime] [--exactly-once]
         [--topics 200 --partitions 5 --rate 5000 --seconds 30] [--rounds N] [--prop KEY=VALUE ...]
-        [--visible] [--groups 1000] [--linger-ms 10]
+        [--visible] [--groups 1000] [--linger-ms 10] [--threads]
 
 Prints one JSON line per round (``--out FILE`` writes them all). docs/performance.md, "Latency at
 1,000 partitions", has what it found.
@@ -31,6 +33,7 @@ import json
 import logging
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -47,6 +50,7 @@ from sparkmirror.devcluster.cluster import DevClusters  # noqa: E402
 
 APPEND = {"message.timestamp.type": "LogAppendTime"}
 #: What names a process of the system under test in its command line.
+_TICK = os.sysconf("SC_CLK_TCK")
 SYSTEM_PROCESSES = (
     "pyspark", "sparkmirror", "MirrorMaker", "CopyLoop", "TransportLoop", "transport_loop", "realtime_mode"
 )
@@ -114,27 +118,91 @@ def cpu_by_role() -> dict[str, float]:
     """CPU seconds so far of broker A, broker B, the load generator and the system under test (its live
     processes), from /proc. Before 2026-12-02 the Java load generator counted as the system's."""
     out: dict[str, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            role = role_of(_cmdline(pid))
+            cpu = _cpu_s(Path(f"/proc/{pid}/stat").read_text())
         except OSError:
             continue
-        if "dev/A/broker" in cmd:
-            role = "broker_A"
-        elif "dev/B/broker" in cmd:
-            role = "broker_B"
-        elif "latency_probe" in cmd:
-            continue
-        elif "PacedLoad" in cmd:  # its class path names ~/.cache/sparkmirror: before the system's markers
-            role = "load"
-        elif any(s in cmd for s in SYSTEM_PROCESSES):
-            role = "system"
-        else:
-            continue
-        out[role] = out.get(role, 0.0) + (int(stat[11]) + int(stat[12])) / tick
+        if role is not None:
+            out[role] = out.get(role, 0.0) + cpu
     return out
+
+
+def _cmdline(pid: str) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+
+
+def _cpu_s(stat: str) -> float:
+    """User + system CPU seconds of a process's or a thread's ``stat`` line."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def role_of(cmd: str) -> str | None:
+    """Which of the probe's roles a process of this command line plays, if any."""
+    if "dev/A/broker" in cmd:
+        return "broker_A"
+    if "dev/B/broker" in cmd:
+        return "broker_B"
+    if "latency_probe" in cmd:
+        return None
+    if "PacedLoad" in cmd:  # its class path names ~/.cache/sparkmirror: before the system's markers
+        return "load"
+    if any(s in cmd for s in SYSTEM_PROCESSES):
+        return "system"
+    return None
+
+
+#: A snapshot of the system's threads: pid -> (its kind, the process's CPU s, tid -> (thread name, CPU s)).
+Threads = dict[str, tuple[str, float, dict[str, tuple[str, float]]]]
+
+
+def system_threads() -> Threads:
+    """CPU seconds so far of each live thread of the system under test, from /proc (``--threads``)."""
+    out: Threads = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = _cmdline(pid)
+            if role_of(cmd) != "system":
+                continue
+            if "pyspark.daemon" in cmd:
+                kind = "python_worker"
+            else:
+                kind = "jvm" if cmd.split(" ", 1)[0].endswith("java") else "driver"
+            threads = {}
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+                threads[tid] = (stat[stat.index("(") + 1 : stat.rindex(")")], _cpu_s(stat))
+            out[pid] = (kind, _cpu_s(Path(f"/proc/{pid}/stat").read_text()), threads)
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+    return out
+
+
+def cpu_by_thread(before: Threads, after: Threads) -> dict[str, tuple[float, int]]:
+    """CPU seconds between two snapshots, by process kind and thread name (digits dropped: librdkafka's
+    ``rdk:broker1`` and ``rdk:broker2`` are one name), with how many threads used any: ``<kind>
+    <name>``. ``<kind> ended threads`` is what a process used beyond its live threads' (threads that
+    ended in between, such as the calls ``pipeline/executor/waits.py`` runs in threads of their own),
+    with how many processes had any."""
+    out: dict[str, list[float]] = {}
+
+    def add(key: str, seconds: float) -> None:
+        if seconds > 0.005:
+            row = out.setdefault(key, [0.0, 0])
+            row[0] += seconds
+            row[1] += 1
+
+    for pid, (kind, total, threads) in after.items():
+        _kind, total0, threads0 = before.get(pid, (kind, 0.0, {}))
+        live = 0.0
+        for tid, (name, seconds) in threads.items():
+            used = seconds - threads0.get(tid, (name, 0.0))[1]
+            live += used
+            add(f"{kind} {re.sub(r'[0-9]+', 'N', name)}", used)
+        add(f"{kind} ended threads", (total - total0) - live)
+    return {k: (round(v[0], 2), int(v[1])) for k, v in sorted(out.items(), key=lambda kv: -kv[1][0])}
 
 
 def pct(values: list[int], q: float) -> int:
@@ -179,6 +247,8 @@ def main() -> None:
                     help="consumer groups committed on A before the system starts (the scale scenario's 1,000), "
                     "each on 1-3 partitions of a topic loaded with 10 records a partition first")  # fmt: skip
     ap.add_argument("--linger-ms", type=int, default=10, help="every system's producer linger.ms (the bench's 10)")
+    ap.add_argument("--threads", action="store_true",
+                    help="also each round's CPU of the system by process kind and thread name")  # fmt: skip
     ap.add_argument("--out", default="")
     ap.add_argument("--workdir", default="/tmp/sparkmirror-latency-probe")
     args = ap.parse_args()
@@ -214,6 +284,7 @@ def main() -> None:
         for r in range(args.rounds):
             start = sum(scale.end_offsets(boots["A"], topics).values())
             cpu0 = cpu_by_role()
+            threads0 = system_threads() if args.threads else {}
             java = jvm if args.generator == "java" else None
             reader = VisibleReader(boots["B"], remotes) if args.visible else None
             if reader is not None:
@@ -221,6 +292,7 @@ def main() -> None:
             lat = scale.latency(boots, topics, args.size, args.rate, args.seconds, 240, args.warmup,
                                 jvm=java, generator_producers=args.generator_producers)  # fmt: skip
             cpu1 = cpu_by_role()
+            threads = cpu_by_thread(threads0, system_threads()) if args.threads else None
             seen: dict[int, int] = {}
             if reader is not None:
                 time.sleep(10)  # the last records' transactions commit
@@ -245,6 +317,7 @@ def main() -> None:
                 "source_mean": round(sum(source) / len(source), 2),
                 "cpu_s": {k: round(cpu1.get(k, 0) - cpu0.get(k, 0), 1) for k in sorted(cpu1)},
                 "copy_p99_by_second": [pct(v, 99) for _s, v in sorted(by_second.items())],
+                **({"system_cpu_by_thread": threads} if threads is not None else {}),
                 **(visible(seen, on_a, both) if reader is not None else {}),
                 "props": args.prop, "linger_ms": args.linger_ms, "generator": args.generator,
                 "broker_jit": args.broker_jit, "warmup_s": args.warmup,

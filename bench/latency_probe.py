@@ -49,8 +49,8 @@ import workload as wl  # noqa: E402
 from sparkmirror.devcluster.cluster import DevClusters  # noqa: E402
 
 APPEND = {"message.timestamp.type": "LogAppendTime"}
-#: What names a process of the system under test in its command line.
 _TICK = os.sysconf("SC_CLK_TCK")
+#: What names a process of the system under test in its command line.
 SYSTEM_PROCESSES = (
     "pyspark", "sparkmirror", "MirrorMaker", "CopyLoop", "TransportLoop", "transport_loop", "realtime_mode"
 )

@@ -102,7 +102,7 @@ def cpu_by_role(system: int | None, dev: str) -> dict[str, float]:
     return out
 
 
-def _threads(system: int, dev: str) -> dict[tuple[str, int, int], float]:
+def system_threads(system: int, dev: str) -> dict[tuple[str, int, int], float]:
     """``{(role/name, pid, tid): CPU seconds}`` of the system's live threads (the brokers' are not read)."""
     out: dict[tuple[str, int, int], float] = {}
     for pid, (role, _stat) in _processes(system, dev).items():
@@ -127,17 +127,26 @@ def window(seconds: float, system: int | None, dev: str, *, threads: bool = Fals
     """Percent of one core per role over ``seconds`` of wall time (``threads``: also per role and thread
     name, under ``"threads"``, counting only threads alive at both ends of the window)."""
     before, t0 = cpu_by_role(system, dev), time.monotonic()
-    t_before = _threads(system, dev) if threads and system is not None else {}
+    t_before = system_threads(system, dev) if threads and system is not None else {}
     time.sleep(seconds)
     after, wall = cpu_by_role(system, dev), time.monotonic() - t0
     out: dict[str, Any] = {k: round(100 * (after[k] - before.get(k, 0.0)) / wall, 2) for k in sorted(after)}
     if threads and system is not None:
-        per: dict[str, float] = {}
-        for key, seconds_now in _threads(system, dev).items():
-            if key in t_before:
-                per[key[0]] = per.get(key[0], 0.0) + seconds_now - t_before[key]
-        out["threads"] = {k: round(100 * v / wall, 2) for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v > 0}
+        used = thread_seconds(t_before, system_threads(system, dev))
+        out["threads"] = {k: round(100 * v / wall, 2) for k, v in used.items()}
     return out
+
+
+def thread_seconds(
+    before: dict[tuple[str, int, int], float], after: dict[tuple[str, int, int], float]
+) -> dict[str, float]:
+    """CPU seconds between two :func:`system_threads` snapshots per role and thread name (``role/name``),
+    busiest first, counting only threads alive at both (what a thread used and ended with is not seen)."""
+    per: dict[str, float] = {}
+    for key, seconds_now in after.items():
+        if key in before:
+            per[key[0]] = per.get(key[0], 0.0) + seconds_now - before[key]
+    return {k: v for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v > 0}
 
 
 def main() -> None:

@@ -9,9 +9,11 @@ system and, at 1,000 partitions, most of the figure and of its spread. This prob
 - *copy*: B's append - A's append (the replicator),
 
 and reports the copy part's p99 second by second and the CPU seconds of each broker and of the
-system during the load (``--threads``: the system's by process kind and thread name too, such as
-the CPU of librdkafka's threads in the Python workers). ``--visible`` also reads B as the load runs,
-``read_committed``, and takes each record's *visible* latency: when that reader got it - A's append.
+system during the load (``--threads``: the system's by role and thread name too, such as the CPU of
+librdkafka's threads in the Python workers, from ``idle_flow.py``'s snapshots: only threads alive
+through the round count, so a first round started with the system misses most of it).
+``--visible`` also reads B as the load runs, ``read_committed``, and takes each record's *visible*
+latency: when that reader got it - A's append.
 Exactly once, a record is appended to B when it is written and seen by a ``read_committed`` consumer
 only at its transaction's commit, so the append (the copy part, and the scale scenario's figure)
 understates what such a consumer waits; at least once the two differ by the reader's own delay.
@@ -33,7 +35,6 @@ import json
 import logging
 import os
 import random
-import re
 import subprocess
 import sys
 import threading
@@ -43,13 +44,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import idle_flow  # noqa: E402
 import replicators as rep  # noqa: E402
 import scale  # noqa: E402
 import workload as wl  # noqa: E402
 from sparkmirror.devcluster.cluster import DevClusters  # noqa: E402
 
 APPEND = {"message.timestamp.type": "LogAppendTime"}
-_TICK = os.sysconf("SC_CLK_TCK")
 #: What names a process of the system under test in its command line.
 SYSTEM_PROCESSES = (
     "pyspark", "sparkmirror", "MirrorMaker", "CopyLoop", "TransportLoop", "transport_loop", "realtime_mode"
@@ -118,91 +119,27 @@ def cpu_by_role() -> dict[str, float]:
     """CPU seconds so far of broker A, broker B, the load generator and the system under test (its live
     processes), from /proc. Before 2026-12-02 the Java load generator counted as the system's."""
     out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            role = role_of(_cmdline(pid))
-            cpu = _cpu_s(Path(f"/proc/{pid}/stat").read_text())
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if role is not None:
-            out[role] = out.get(role, 0.0) + cpu
+        if "dev/A/broker" in cmd:
+            role = "broker_A"
+        elif "dev/B/broker" in cmd:
+            role = "broker_B"
+        elif "latency_probe" in cmd:
+            continue
+        elif "PacedLoad" in cmd:  # its class path names ~/.cache/sparkmirror: before the system's markers
+            role = "load"
+        elif any(s in cmd for s in SYSTEM_PROCESSES):
+            role = "system"
+        else:
+            continue
+        out[role] = out.get(role, 0.0) + (int(stat[11]) + int(stat[12])) / tick
     return out
-
-
-def _cmdline(pid: str) -> str:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-
-
-def _cpu_s(stat: str) -> float:
-    """User + system CPU seconds of a process's or a thread's ``stat`` line."""
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
-
-
-def role_of(cmd: str) -> str | None:
-    """Which of the probe's roles a process of this command line plays, if any."""
-    if "dev/A/broker" in cmd:
-        return "broker_A"
-    if "dev/B/broker" in cmd:
-        return "broker_B"
-    if "latency_probe" in cmd:
-        return None
-    if "PacedLoad" in cmd:  # its class path names ~/.cache/sparkmirror: before the system's markers
-        return "load"
-    if any(s in cmd for s in SYSTEM_PROCESSES):
-        return "system"
-    return None
-
-
-#: A snapshot of the system's threads: pid -> (its kind, the process's CPU s, tid -> (thread name, CPU s)).
-Threads = dict[str, tuple[str, float, dict[str, tuple[str, float]]]]
-
-
-def system_threads() -> Threads:
-    """CPU seconds so far of each live thread of the system under test, from /proc (``--threads``)."""
-    out: Threads = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = _cmdline(pid)
-            if role_of(cmd) != "system":
-                continue
-            if "pyspark.daemon" in cmd:
-                kind = "python_worker"
-            else:
-                kind = "jvm" if cmd.split(" ", 1)[0].endswith("java") else "driver"
-            threads = {}
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-                threads[tid] = (stat[stat.index("(") + 1 : stat.rindex(")")], _cpu_s(stat))
-            out[pid] = (kind, _cpu_s(Path(f"/proc/{pid}/stat").read_text()), threads)
-        except (OSError, ValueError, IndexError):
-            continue  # ended meanwhile
-    return out
-
-
-def cpu_by_thread(before: Threads, after: Threads) -> dict[str, tuple[float, int]]:
-    """CPU seconds between two snapshots, by process kind and thread name (digits dropped: librdkafka's
-    ``rdk:broker1`` and ``rdk:broker2`` are one name), with how many threads used any: ``<kind>
-    <name>``. ``<kind> ended threads`` is what a process used beyond its live threads' (threads that
-    ended in between, such as the calls ``pipeline/executor/waits.py`` runs in threads of their own),
-    with how many processes had any."""
-    out: dict[str, list[float]] = {}
-
-    def add(key: str, seconds: float) -> None:
-        if seconds > 0.005:
-            row = out.setdefault(key, [0.0, 0])
-            row[0] += seconds
-            row[1] += 1
-
-    for pid, (kind, total, threads) in after.items():
-        _kind, total0, threads0 = before.get(pid, (kind, 0.0, {}))
-        live = 0.0
-        for tid, (name, seconds) in threads.items():
-            used = seconds - threads0.get(tid, (name, 0.0))[1]
-            live += used
-            add(f"{kind} {re.sub(r'[0-9]+', 'N', name)}", used)
-        add(f"{kind} ended threads", (total - total0) - live)
-    return {k: (round(v[0], 2), int(v[1])) for k, v in sorted(out.items(), key=lambda kv: -kv[1][0])}
 
 
 def pct(values: list[int], q: float) -> int:
@@ -248,7 +185,7 @@ def main() -> None:
                     "each on 1-3 partitions of a topic loaded with 10 records a partition first")  # fmt: skip
     ap.add_argument("--linger-ms", type=int, default=10, help="every system's producer linger.ms (the bench's 10)")
     ap.add_argument("--threads", action="store_true",
-                    help="also each round's CPU of the system by process kind and thread name")  # fmt: skip
+                    help="also each round's CPU of the system by role and thread name")  # fmt: skip
     ap.add_argument("--out", default="")
     ap.add_argument("--workdir", default="/tmp/sparkmirror-latency-probe")
     args = ap.parse_args()
@@ -257,7 +194,8 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     from run import broker_jvm_options
 
-    clusters = DevClusters(work / "dev", broker_jvm_options=broker_jvm_options(args.broker_jit))
+    dev = str(work / "dev")  # the brokers' folder, which idle_flow's roles tell a broker by
+    clusters = DevClusters(Path(dev), broker_jvm_options=broker_jvm_options(args.broker_jit))
     boots = clusters.up(["A", "B"], base_port=args.base_port)
     proc = None
     try:
@@ -284,7 +222,7 @@ def main() -> None:
         for r in range(args.rounds):
             start = sum(scale.end_offsets(boots["A"], topics).values())
             cpu0 = cpu_by_role()
-            threads0 = system_threads() if args.threads else {}
+            threads0 = idle_flow.system_threads(proc.pid, dev) if args.threads else {}
             java = jvm if args.generator == "java" else None
             reader = VisibleReader(boots["B"], remotes) if args.visible else None
             if reader is not None:
@@ -292,7 +230,10 @@ def main() -> None:
             lat = scale.latency(boots, topics, args.size, args.rate, args.seconds, 240, args.warmup,
                                 jvm=java, generator_producers=args.generator_producers)  # fmt: skip
             cpu1 = cpu_by_role()
-            threads = cpu_by_thread(threads0, system_threads()) if args.threads else None
+            threads = None
+            if args.threads:
+                used = idle_flow.thread_seconds(threads0, idle_flow.system_threads(proc.pid, dev))
+                threads = {k: round(v, 2) for k, v in used.items()}
             seen: dict[int, int] = {}
             if reader is not None:
                 time.sleep(10)  # the last records' transactions commit

@@ -125,7 +125,7 @@ def system_threads(system: int, dev: str) -> dict[tuple[str, int, int], float]:
 
 def window(seconds: float, system: int | None, dev: str, *, threads: bool = False) -> dict[str, Any]:
     """Percent of one core per role over ``seconds`` of wall time (``threads``: also per role and thread
-    name, under ``"threads"``, counting only threads alive at both ends of the window)."""
+    name, under ``"threads"``, :func:`thread_seconds`' way: a thread that ended within the window is not seen)."""
     before, t0 = cpu_by_role(system, dev), time.monotonic()
     t_before = system_threads(system, dev) if threads and system is not None else {}
     time.sleep(seconds)
@@ -141,11 +141,12 @@ def thread_seconds(
     before: dict[tuple[str, int, int], float], after: dict[tuple[str, int, int], float]
 ) -> dict[str, float]:
     """CPU seconds between two :func:`system_threads` snapshots per role and thread name (``role/name``),
-    busiest first, counting only threads alive at both (what a thread used and ended with is not seen)."""
+    busiest first. A thread alive at ``after`` counts whole if it started since ``before`` (a round that
+    starts with the system, or producers made again after an idle spell); one that ended between the two
+    is not seen (what it used ended with it)."""
     per: dict[str, float] = {}
     for key, seconds_now in after.items():
-        if key in before:
-            per[key[0]] = per.get(key[0], 0.0) + seconds_now - before[key]
+        per[key[0]] = per.get(key[0], 0.0) + seconds_now - before.get(key, 0.0)
     return {k: v for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v > 0}
 
 

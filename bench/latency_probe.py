@@ -10,8 +10,8 @@ system and, at 1,000 partitions, most of the figure and of its spread. This prob
 
 and reports the copy part's p99 second by second and the CPU seconds of each broker and of the
 system during the load (``--threads``: the system's by role and thread name too, such as the CPU of
-librdkafka's threads in the Python workers, from ``idle_flow.py``'s snapshots: only threads alive
-through the round count, so a first round started with the system misses most of it).
+librdkafka's threads in the Python workers, from ``idle_flow.py``'s snapshots: threads that started
+within the round count whole, threads that ended within it are not seen).
 ``--visible`` also reads B as the load runs, ``read_committed``, and takes each record's *visible*
 latency: when that reader got it - A's append.
 Exactly once, a record is appended to B when it is written and seen by a ``read_committed`` consumer
